@@ -1,0 +1,7 @@
+# MSA_SANITIZE: "" (none), "address,undefined", or "thread". Applied to all C++ targets.
+set(MSA_SANITIZE "" CACHE STRING "Sanitizers for C++ code: address,undefined | thread")
+if(MSA_SANITIZE)
+  add_compile_options(-fsanitize=${MSA_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all
+                      $<$<COMPILE_LANGUAGE:CXX>:-g>)
+  add_link_options(-fsanitize=${MSA_SANITIZE})
+endif()

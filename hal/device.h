@@ -1,0 +1,53 @@
+// hal::Device: one compute device of one backend ("cpu-ref", "cpu", "cuda:0",
+// "vulkan:1"). Owns its default stream and its kernel table. Not thread-safe.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "hal/buffer.h"
+#include "hal/event.h"
+#include "hal/kernel_table.h"
+#include "hal/stream.h"
+
+namespace msa::hal {
+
+// What `msa devices` prints about a device.
+struct DeviceInfo {
+  std::string backend;        // "cuda"
+  std::string model;          // "NVIDIA H200"
+  size_t memory_bytes = 0;    // device memory (host RAM for CPU backends)
+  int compute_units = 0;      // SMs, CUs, or CPU threads
+  std::string details;        // free text: ISA, driver, subgroup size, tier...
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  // Canonical name, e.g. "cuda:0", "cpu-ref".
+  virtual std::string name() const = 0;
+  // Model, memory and limits.
+  virtual DeviceInfo info() const = 0;
+  // Allocates `bytes` (0 allowed) of device memory; throws msa::Error when it does not fit.
+  virtual BufferPtr alloc(size_t bytes) = 0;
+  // The device's default stream; every op of ops:: runs on it.
+  virtual Stream& stream() = 0;
+  // A new event for timing work on stream().
+  virtual std::unique_ptr<Event> create_event() = 0;
+  // The kernels this backend offers (absent entries say why).
+  virtual const KernelTable& kernels() const = 0;
+  // True when buffers are plain host memory readable by the CPU (cpu-ref, cpu).
+  virtual bool host_accessible() const { return false; }
+
+  // "" when `op` runs with `args` (the op's Args struct) here, else the reason.
+  std::string supports(OpId op, const void* args) const;
+
+  // Allocates a buffer for a tensor of this dtype and shape and returns both.
+  struct Owned {
+    BufferPtr buffer;
+    Tensor tensor;
+  };
+  Owned alloc_tensor(DType dtype, std::initializer_list<int64_t> shape);
+};
+
+}  // namespace msa::hal

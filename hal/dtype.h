@@ -1,0 +1,41 @@
+// Element types msa speaks, their sizes and names, and scalar host conversions.
+// bf16 and f16 round to nearest even; fp8_e4m3 is OCP E4M3FN (no infinities, max 448,
+// saturating on conversion from larger values, NaN kept).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace msa::hal {
+
+enum class DType : uint8_t { f32, f16, bf16, fp8_e4m3, i32 };
+
+inline constexpr int kDTypeCount = 5;
+
+// Bytes per element.
+size_t dtype_size(DType t);
+// Canonical lower-case name: "f32", "f16", "bf16", "fp8_e4m3", "i32".
+const char* dtype_name(DType t);
+// Parses a canonical name (case-insensitive; also "float32", "bfloat16", "float16",
+// "int32", "e4m3"); throws msa::Error naming `arg` otherwise.
+DType parse_dtype(std::string_view name, const std::string& arg = "dtype");
+// True for the floating-point activation types f32, f16, bf16.
+bool is_activation_dtype(DType t);
+
+// Scalar conversions (round to nearest even).
+uint16_t f32_to_bf16(float x);
+float bf16_to_f32(uint16_t x);
+uint16_t f32_to_f16(float x);
+float f16_to_f32(uint16_t x);
+uint8_t f32_to_fp8_e4m3(float x);
+float fp8_e4m3_to_f32(uint8_t x);
+
+// Rounds x to the precision of t (identity for f32 and i32).
+float round_to(DType t, float x);
+
+// Reads element i of a host array of type t as float / writes float into it.
+float load_as_f32(DType t, const void* base, size_t i);
+void store_from_f32(DType t, void* base, size_t i, float x);
+
+}  // namespace msa::hal

@@ -1,0 +1,31 @@
+// The backend registry: opens devices by name. The one explicit list of compiled-in
+// backends lives in backends/registry.cpp (CUDA, HIP, Vulkan, CPU SIMD, then cpu-ref).
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hal/device.h"
+
+namespace msa::hal {
+
+// One backend as the registry sees it.
+struct BackendStatus {
+  std::string name;                       // "cuda"
+  bool compiled = false;                  // built into this binary
+  std::vector<std::string> devices;       // names of the devices found ("cuda:0")
+  std::vector<std::string> descriptions;  // one line per device (model, memory)
+  std::string unavailable_reason;         // why there are no devices ("" when some)
+};
+
+// Every backend msa knows, compiled in or not, in `auto` preference order.
+std::vector<BackendStatus> list_backends();
+
+// Opens a device by name, case-insensitive: "cpu-ref", "cpu", "cuda", "cuda:0", "hip:1",
+// "vulkan:0", or "auto" (best available: CUDA, HIP, Vulkan, CPU SIMD, then the reference).
+// A bare backend name means its device 0. Throws msa::Error naming the device and why
+// it cannot be opened (unknown name, not compiled in, no such device).
+std::unique_ptr<Device> create_device(std::string_view name);
+
+}  // namespace msa::hal
