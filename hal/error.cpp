@@ -1,0 +1,9 @@
+#include "hal/error.h"
+
+namespace msa {
+
+void throw_arg_error(const std::string& where, const std::string& arg, const std::string& what) {
+  throw Error(where + ": argument '" + arg + "': " + what);
+}
+
+}  // namespace msa

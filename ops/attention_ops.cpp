@@ -1,0 +1,285 @@
+// Host checks and dispatch for the attention ops: indexer_score, block_topk,
+// sparse_block_attention, dense_attention, patch_attention_3d, kv_append.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "hal/error.h"
+#include "ops/checks.h"
+#include "ops/ops.h"
+
+namespace msa::ops {
+namespace {
+
+using detail::Checker;
+using hal::DType;
+using hal::OpId;
+
+constexpr std::initializer_list<DType> kAct = {DType::f32, DType::bf16, DType::f16};
+
+// q/k_cache/v_cache/block_table/kv_len/cu_q common to both attention ops. Returns
+// {T, Hq, Hkv, D, P, Bs, B, max_blocks}.
+struct AttnDims {
+  int64_t T, Hq, Hkv, D, P, Bs, B, max_blocks;
+};
+
+AttnDims check_paged_attention(const Checker& c, const Tensor& q, const Tensor& k_cache,
+                               const Tensor& v_cache, const Tensor& block_table, const Tensor& kv_len,
+                               const Tensor& cu_q, const Tensor& out, const Tensor& lse) {
+  c.tensor(q, "q", 3, kAct);
+  c.tensor(k_cache, "k_cache", 4);
+  c.same_dtype(k_cache, "k_cache", q, "q");
+  c.tensor(v_cache, "v_cache", 4);
+  c.same_shape(v_cache, "v_cache", k_cache, "k_cache");
+  AttnDims d{q.shape[0], q.shape[1], k_cache.shape[1], q.shape[2], k_cache.shape[0], k_cache.shape[2], 0, 0};
+  c.require(d.Hq >= 1, "q", "needs at least one head");
+  c.require(d.Hkv >= 1, "k_cache", "needs at least one KV head");
+  c.require(d.D >= 1, "q", "head dim D must be >= 1");
+  c.require(d.Bs >= 1, "k_cache", "block size Bs (dim 2) must be >= 1");
+  c.require(d.Hq % d.Hkv == 0, "q",
+            "Hq = " + std::to_string(d.Hq) + " is not a multiple of Hkv = " + std::to_string(d.Hkv) + " (Hq % Hkv != 0)");
+  c.dim(k_cache, "k_cache", 3, d.D, "D (head dim of q)");
+  c.tensor(kv_len, "kv_len", 1, {DType::i32});
+  d.B = kv_len.shape[0];
+  c.tensor(cu_q, "cu_q", 1, {DType::i32});
+  c.dim(cu_q, "cu_q", 0, d.B + 1, "B+1");
+  c.tensor(block_table, "block_table", 2, {DType::i32});
+  c.dim(block_table, "block_table", 0, d.B, "B");
+  d.max_blocks = block_table.shape[1];
+  c.require(d.max_blocks * d.Bs <= INT32_MAX, "block_table", "max_blocks * Bs exceeds the int32 position range");
+  c.tensor(out, "out", 3);
+  c.same_shape(out, "out", q, "q");
+  c.tensor(lse, "lse", 2, {DType::f32});
+  c.dim(lse, "lse", 0, d.T, "T");
+  c.dim(lse, "lse", 1, d.Hq, "Hq");
+  for (const auto& [in, name] : {std::pair{&q, "q"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"},
+                                 {&block_table, "block_table"}, {&kv_len, "kv_len"}, {&cu_q, "cu_q"}}) {
+    c.no_alias(out, "out", *in, name);
+    c.no_alias(lse, "lse", *in, name);
+  }
+  c.no_alias(lse, "lse", out, "out");
+  return d;
+}
+
+float resolve_scale(const Checker& c, float scale, int64_t dim) {
+  c.finite(scale, "scale");
+  return scale == 0.0f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))) : scale;
+}
+
+void check_mode(const Checker& c, SelectionMode mode) {
+  c.require(mode == SelectionMode::per_kv_head || mode == SelectionMode::shared, "mode",
+            "must be per_kv_head or shared");
+}
+
+}  // namespace
+
+const char* mode_name(SelectionMode m) { return m == SelectionMode::shared ? "shared" : "per_kv_head"; }
+const char* pool_name(Pool p) { return p == Pool::lse ? "lse" : "max"; }
+
+void indexer_score(hal::Device& device, const IndexerScoreArgs& args) {
+  Checker c(device, OpId::indexer_score);
+  IndexerScoreArgs a = args;
+  c.tensor(a.qi, "qi", 3, kAct);
+  c.tensor(a.ki_cache, "ki_cache", 3, {DType::bf16, DType::f32, DType::fp8_e4m3});
+  const int64_t T = a.qi.shape[0], Hi = a.qi.shape[1], Di = a.qi.shape[2];
+  const int64_t P = a.ki_cache.shape[0], Bs = a.ki_cache.shape[1];
+  c.require(Hi >= 1, "qi", "needs at least one indexer head");
+  c.require(Di >= 1, "qi", "indexer head dim Di must be >= 1");
+  c.require(Bs >= 1, "ki_cache", "block size Bs (dim 1) must be >= 1");
+  c.dim(a.ki_cache, "ki_cache", 2, Di, "Di (indexer head dim of qi)");
+  if (a.ki_scale.present()) {
+    c.require(a.ki_cache.dtype == DType::fp8_e4m3, "ki_scale", "is only allowed with fp8_e4m3 ki_cache");
+    c.tensor(a.ki_scale, "ki_scale", 2, {DType::f32});
+    c.dim(a.ki_scale, "ki_scale", 0, P, "P (pages of ki_cache)");
+    c.dim(a.ki_scale, "ki_scale", 1, Bs, "Bs");
+  }
+  check_mode(c, a.mode);
+  if (a.mode == SelectionMode::shared)
+    c.require(Hi == 1, "qi", "shared mode needs exactly one indexer head, got Hi = " + std::to_string(Hi));
+  c.query_block_size(a.Qb);
+  c.require(a.NQ >= 0, "NQ", "must be >= 0");
+  c.require(a.pool == Pool::max || a.pool == Pool::lse, "pool", "must be max or lse");
+  c.tensor(a.kv_len, "kv_len", 1, {DType::i32});
+  const int64_t B = a.kv_len.shape[0];
+  c.tensor(a.cu_q, "cu_q", 1, {DType::i32});
+  c.dim(a.cu_q, "cu_q", 0, B + 1, "B+1");
+  c.tensor(a.block_table, "block_table", 2, {DType::i32});
+  c.dim(a.block_table, "block_table", 0, B, "B");
+  const int64_t max_blocks = a.block_table.shape[1];
+  c.tensor(a.block_score, "block_score", 3, {DType::f32});
+  c.dim(a.block_score, "block_score", 0, a.NQ, "NQ");
+  c.dim(a.block_score, "block_score", 1, Hi, "Hi");
+  c.dim(a.block_score, "block_score", 2, max_blocks, "max_blocks");
+  for (const auto& [in, name] : {std::pair{&a.qi, "qi"}, {&a.ki_cache, "ki_cache"}, {&a.ki_scale, "ki_scale"},
+                                 {&a.block_table, "block_table"}, {&a.kv_len, "kv_len"}, {&a.cu_q, "cu_q"}})
+    c.no_alias(a.block_score, "block_score", *in, name);
+  a.scale = resolve_scale(c, a.scale, Di);
+  detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, P, static_cast<int>(Bs), a.Qb, a.NQ, T);
+  detail::dispatch(device, OpId::indexer_score, &a);
+}
+
+void block_topk(hal::Device& device, const BlockTopkArgs& a) {
+  Checker c(device, OpId::block_topk);
+  c.tensor(a.block_score, "block_score", 3, {DType::f32});
+  const int64_t Hs = a.block_score.shape[1];
+  c.require(Hs >= 1, "block_score", "needs at least one selection head (dim 1)");
+  c.dim(a.block_score, "block_score", 0, a.NQ, "NQ");
+  c.query_block_size(a.Qb);
+  c.require(a.NQ >= 0, "NQ", "must be >= 0");
+  c.require(a.Bs >= 1, "Bs", "must be >= 1");
+  c.require(a.k >= 1, "k", "must be >= 1");
+  c.require(a.n_sink >= 0, "n_sink", "must be >= 0");
+  c.require(a.n_local >= 0, "n_local", "must be >= 0");
+  const int64_t forced = int64_t{a.n_sink} + (a.n_local > 0 ? a.n_local - 1 + std::max(1, a.Qb / a.Bs) : 0);
+  c.require(a.k >= forced, "k",
+            "k = " + std::to_string(a.k) + " is smaller than the forced blocks n_sink + (n_local - 1 + max(1, Qb/Bs)) = " +
+                std::to_string(forced));
+  c.tensor(a.kv_len, "kv_len", 1, {DType::i32});
+  const int64_t B = a.kv_len.shape[0];
+  c.tensor(a.cu_q, "cu_q", 1, {DType::i32});
+  c.dim(a.cu_q, "cu_q", 0, B + 1, "B+1");
+  c.tensor(a.block_idx, "block_idx", 3, {DType::i32});
+  c.dim(a.block_idx, "block_idx", 0, a.NQ, "NQ");
+  c.dim(a.block_idx, "block_idx", 1, Hs, "Hs");
+  c.dim(a.block_idx, "block_idx", 2, a.k, "k");
+  c.tensor(a.block_cnt, "block_cnt", 2, {DType::i32});
+  c.dim(a.block_cnt, "block_cnt", 0, a.NQ, "NQ");
+  c.dim(a.block_cnt, "block_cnt", 1, Hs, "Hs");
+  for (const auto& [in, name] : {std::pair{&a.block_score, "block_score"}, {&a.kv_len, "kv_len"}, {&a.cu_q, "cu_q"}}) {
+    c.no_alias(a.block_idx, "block_idx", *in, name);
+    c.no_alias(a.block_cnt, "block_cnt", *in, name);
+  }
+  c.no_alias(a.block_cnt, "block_cnt", a.block_idx, "block_idx");
+  if (device.host_accessible()) {
+    // kv_len bound from the score row width: positions must fall in known blocks.
+    std::vector<int32_t> len(static_cast<size_t>(B));
+    if (B > 0) device.stream().download(len.data(), a.kv_len);
+    const int64_t max_blocks = a.block_score.shape[2];
+    for (int64_t b = 0; b < B; ++b)
+      c.require(int64_t{len[b]} <= max_blocks * a.Bs, "kv_len",
+                "kv_len[" + std::to_string(b) + "] = " + std::to_string(len[b]) +
+                    " exceeds max_blocks * Bs of block_score = " + std::to_string(max_blocks * a.Bs));
+    std::vector<int32_t> cu(static_cast<size_t>(B + 1));
+    device.stream().download(cu.data(), a.cu_q);
+    detail::check_batch_on_host(c, a.cu_q, a.kv_len, nullptr, 0, a.Bs, a.Qb, a.NQ, B > 0 ? cu[B] : 0);
+  }
+  detail::dispatch(device, OpId::block_topk, &a);
+}
+
+void sparse_block_attention(hal::Device& device, const SparseAttentionArgs& args) {
+  Checker c(device, OpId::sparse_block_attention);
+  SparseAttentionArgs a = args;
+  const AttnDims d = check_paged_attention(c, a.q, a.k_cache, a.v_cache, a.block_table, a.kv_len, a.cu_q, a.out, a.lse);
+  c.query_block_size(a.Qb);
+  c.require(a.NQ >= 0, "NQ", "must be >= 0");
+  check_mode(c, a.mode);
+  c.tensor(a.block_idx, "block_idx", 3, {DType::i32});
+  c.dim(a.block_idx, "block_idx", 0, a.NQ, "NQ");
+  const int64_t Hs = a.mode == SelectionMode::shared ? 1 : d.Hkv;
+  c.dim(a.block_idx, "block_idx", 1, Hs, a.mode == SelectionMode::shared ? "1 (shared mode)" : "Hkv (per_kv_head mode)");
+  c.require(a.block_idx.shape[2] >= 1, "block_idx", "needs k >= 1 entries per row");
+  c.no_alias(a.out, "out", a.block_idx, "block_idx");
+  c.no_alias(a.lse, "lse", a.block_idx, "block_idx");
+  a.scale = resolve_scale(c, a.scale, d.D);
+  detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, d.P, static_cast<int>(d.Bs), a.Qb, a.NQ, d.T);
+  detail::dispatch(device, OpId::sparse_block_attention, &a);
+}
+
+void dense_attention(hal::Device& device, const DenseAttentionArgs& args) {
+  Checker c(device, OpId::dense_attention);
+  DenseAttentionArgs a = args;
+  const AttnDims d = check_paged_attention(c, a.q, a.k_cache, a.v_cache, a.block_table, a.kv_len, a.cu_q, a.out, a.lse);
+  a.scale = resolve_scale(c, a.scale, d.D);
+  detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, d.P, static_cast<int>(d.Bs), 1, -1, d.T);
+  detail::dispatch(device, OpId::dense_attention, &a);
+}
+
+void patch_attention_3d(hal::Device& device, const PatchAttention3dArgs& args) {
+  Checker c(device, OpId::patch_attention_3d);
+  PatchAttention3dArgs a = args;
+  c.tensor(a.q, "q", 3, kAct);
+  c.tensor(a.k, "k", 3);
+  c.same_shape(a.k, "k", a.q, "q");
+  c.tensor(a.v, "v", 3);
+  c.same_shape(a.v, "v", a.q, "q");
+  c.tensor(a.items, "items", 2, {DType::i32});
+  c.dim(a.items, "items", 1, 3, "3 ({grid_t, grid_h, grid_w})");
+  c.require(a.window >= 1, "window", "must be >= 1 temporal patch, got " + std::to_string(a.window));
+  c.tensor(a.out, "out", 3);
+  c.same_shape(a.out, "out", a.q, "q");
+  c.tensor(a.lse, "lse", 2, {DType::f32});
+  c.dim(a.lse, "lse", 0, a.q.shape[0], "N");
+  c.dim(a.lse, "lse", 1, a.q.shape[1], "H");
+  for (const auto& [in, name] : {std::pair{&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.items, "items"}}) {
+    c.no_alias(a.out, "out", *in, name);
+    c.no_alias(a.lse, "lse", *in, name);
+  }
+  c.no_alias(a.lse, "lse", a.out, "out");
+  a.scale = resolve_scale(c, a.scale, a.q.shape[2]);
+  if (device.host_accessible()) {
+    std::vector<int32_t> it(static_cast<size_t>(a.items.numel()));
+    if (!it.empty()) device.stream().download(it.data(), a.items);
+    int64_t total = 0;
+    for (size_t i = 0; i + 2 < it.size(); i += 3) {
+      c.require(it[i] >= 1 && it[i + 1] >= 1 && it[i + 2] >= 1, "items",
+                "item " + std::to_string(i / 3) + " has a grid dimension < 1");
+      total += int64_t{it[i]} * it[i + 1] * it[i + 2];
+      c.require(total <= a.q.shape[0], "items", "items cover more than the N = " + std::to_string(a.q.shape[0]) + " patches of q");
+    }
+    c.require(total == a.q.shape[0], "items",
+              "items cover " + std::to_string(total) + " patches but q has N = " + std::to_string(a.q.shape[0]));
+  }
+  detail::dispatch(device, OpId::patch_attention_3d, &a);
+}
+
+void kv_append(hal::Device& device, const KvAppendArgs& a) {
+  Checker c(device, OpId::kv_append);
+  c.tensor(a.k_cache, "k_cache", 4, kAct);
+  c.tensor(a.v_cache, "v_cache", 4);
+  c.same_shape(a.v_cache, "v_cache", a.k_cache, "k_cache");
+  const int64_t P = a.k_cache.shape[0], Hkv = a.k_cache.shape[1], Bs = a.k_cache.shape[2], D = a.k_cache.shape[3];
+  c.require(Bs >= 1, "k_cache", "block size Bs (dim 2) must be >= 1");
+  c.tensor(a.k, "k", 3);
+  c.same_dtype(a.k, "k", a.k_cache, "k_cache");
+  const int64_t T = a.k.shape[0];
+  c.dim(a.k, "k", 1, Hkv, "Hkv");
+  c.dim(a.k, "k", 2, D, "D");
+  c.tensor(a.v, "v", 3);
+  c.same_shape(a.v, "v", a.k, "k");
+  c.tensor(a.kv_len, "kv_len", 1, {DType::i32});
+  const int64_t B = a.kv_len.shape[0];
+  c.tensor(a.cu_q, "cu_q", 1, {DType::i32});
+  c.dim(a.cu_q, "cu_q", 0, B + 1, "B+1");
+  c.tensor(a.block_table, "block_table", 2, {DType::i32});
+  c.dim(a.block_table, "block_table", 0, B, "B");
+  c.require(a.ki.present() == a.ki_cache.present(), a.ki.present() ? "ki_cache" : "ki",
+            "ki and ki_cache must be given together");
+  if (a.ki_cache.present()) {
+    c.tensor(a.ki_cache, "ki_cache", 3, {DType::bf16, DType::f32, DType::fp8_e4m3});
+    c.dim(a.ki_cache, "ki_cache", 0, P, "P (pages of k_cache)");
+    c.dim(a.ki_cache, "ki_cache", 1, Bs, "Bs");
+    c.tensor(a.ki, "ki", 2, kAct);
+    c.dim(a.ki, "ki", 0, T, "T");
+    c.dim(a.ki, "ki", 1, a.ki_cache.shape[2], "Di");
+  }
+  if (a.ki_scale.present()) {
+    c.require(a.ki_cache.present() && a.ki_cache.dtype == DType::fp8_e4m3, "ki_scale",
+              "is only allowed with an fp8_e4m3 ki_cache");
+    c.tensor(a.ki_scale, "ki_scale", 2, {DType::f32});
+    c.dim(a.ki_scale, "ki_scale", 0, P, "P");
+    c.dim(a.ki_scale, "ki_scale", 1, Bs, "Bs");
+  }
+  const std::pair<const Tensor*, const char*> ins[] = {{&a.k, "k"}, {&a.v, "v"}, {&a.ki, "ki"},
+                                                       {&a.block_table, "block_table"}, {&a.kv_len, "kv_len"}, {&a.cu_q, "cu_q"}};
+  const std::pair<const Tensor*, const char*> outs[] = {{&a.k_cache, "k_cache"}, {&a.v_cache, "v_cache"},
+                                                        {&a.ki_cache, "ki_cache"}, {&a.ki_scale, "ki_scale"}};
+  for (const auto& [o, oname] : outs) {
+    for (const auto& [i, iname] : ins) c.no_alias(*o, oname, *i, iname);
+    for (const auto& [o2, o2name] : outs)
+      if (o != o2) c.no_alias(*o, oname, *o2, o2name);
+  }
+  detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, P, static_cast<int>(Bs), 1, -1, T);
+  detail::dispatch(device, OpId::kv_append, &a);
+}
+
+}  // namespace msa::ops

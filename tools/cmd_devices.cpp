@@ -1,0 +1,31 @@
+// msa devices: compiled-in backends, the devices found, and why a backend is unavailable.
+#include <cstdio>
+
+#include "hal/registry.h"
+#include "tools/commands.h"
+
+namespace msa::cli {
+
+Command add_devices(CLI::App& app) {
+  auto* sub = app.add_subcommand("devices", "List backends, their devices, and why a backend is unavailable");
+  auto backend = std::make_shared<std::string>();
+  add_backend_option(sub, *backend);
+  return {sub, [backend] {
+            std::printf("%-8s %-9s %s\n", "backend", "compiled", "devices");
+            for (const auto& s : hal::list_backends()) {
+              if (s.devices.empty()) {
+                std::printf("%-8s %-9s none: %s\n", s.name.c_str(), s.compiled ? "yes" : "no",
+                            s.unavailable_reason.c_str());
+                continue;
+              }
+              for (size_t i = 0; i < s.devices.size(); ++i)
+                std::printf("%-8s %-9s %s  %s\n", i ? "" : s.name.c_str(), i ? "" : (s.compiled ? "yes" : "no"),
+                            s.devices[i].c_str(), i < s.descriptions.size() ? s.descriptions[i].c_str() : "");
+            }
+            auto dev = hal::create_device(*backend);
+            std::printf("\n--backend %s opens %s\n", backend->c_str(), dev->name().c_str());
+            return 0;
+          }};
+}
+
+}  // namespace msa::cli

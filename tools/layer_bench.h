@@ -1,0 +1,73 @@
+// The MSA-layer problem behind `msa layer`: a configuration, seeded random inputs for a
+// decode or prefill step over a paged cache, and a run of the sparse path and the dense
+// baseline on one device, timed per op.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hal/device.h"
+#include "hal/host_tensor.h"
+#include "ops/args.h"
+
+namespace msa::cli {
+
+// Reference configuration of the contract (M3): Hq 64, Hkv 4, D 128, Hi 4, Di 128,
+// Bs 128, k 16, n_sink 0, n_local 1, Qb 1, bf16, pool max, per_kv_head.
+struct LayerConfig {
+  int Hq = 64, Hkv = 4, D = 128, Hi = 4, Di = 128, Bs = 128, k = 16, n_sink = 0, n_local = 1, Qb = 1;
+  hal::DType dtype = hal::DType::bf16;
+  hal::DType ki_dtype = hal::DType::bf16;
+  ops::SelectionMode mode = ops::SelectionMode::per_kv_head;
+  ops::Pool pool = ops::Pool::max;
+};
+
+// Parses "field=value" overrides; throws msa::Error naming an unknown field or bad value.
+LayerConfig parse_layer_config(const std::vector<std::string>& overrides);
+
+// Host inputs of one step: B sequences of kv_len = context, q_len new tokens each.
+struct LayerProblem {
+  LayerProblem(const LayerConfig& cfg, int batch, int64_t context, int q_len, uint64_t seed);
+  LayerConfig cfg;
+  int B;
+  int64_t context;
+  int q_len;
+  int64_t NQ;
+  hal::HostTensor q, k_cache, v_cache, qi, ki_cache, ki_scale, block_table, kv_len, cu_q;
+};
+
+struct LayerTimes {
+  double indexer_ms = 0, topk_ms = 0, sparse_ms = 0, dense_ms = 0;
+};
+
+// Device tensors for one problem, and the four ops run on them.
+class LayerRun {
+ public:
+  LayerRun(hal::Device& device, const LayerProblem& prob);
+  ~LayerRun();
+  // indexer_score -> block_topk -> sparse_block_attention, then dense_attention; waits.
+  void run_once();
+  // Median time of each op over `iters` runs (after one warm-up run).
+  LayerTimes time(int iters);
+  // Mean over (query block, KV head) rows of attended tokens / context.
+  double attended_fraction();
+  hal::HostTensor download(const std::string& what);  // "block_idx", "sparse_out", "dense_out"
+  hal::DType dtype() const { return prob_.cfg.dtype; }
+
+ private:
+  struct Impl;
+  hal::Device& device_;
+  const LayerProblem& prob_;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct LayerCompare {
+  bool same_blocks = false;
+  double sparse_nmse = 0, dense_nmse = 0, tolerance = 0;
+  bool ok() const { return same_blocks && sparse_nmse <= tolerance && dense_nmse <= tolerance; }
+};
+
+// Compares a run with a reference run of the same problem (outputs after run_once()).
+LayerCompare compare_layers(LayerRun& run, LayerRun& ref);
+
+}  // namespace msa::cli
