@@ -1,0 +1,249 @@
+// The msa CLI: bad input exits with code 2 and a message naming the argument; `msa op`
+// round-trips every op through safetensors files, and its result equals the op called
+// directly through ops:: (checked for dense_attention).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <sys/wait.h>
+
+#include "hal/host_tensor.h"
+#include "hal/registry.h"
+#include "hal/safetensors.h"
+#include "ops/ops.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using msa::hal::DType;
+using msa::hal::HostTensor;
+using Tensors = std::map<std::string, HostTensor>;
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+fs::path temp_dir() {
+  static fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("msa_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+Result run_cli(const std::string& args) {
+  const fs::path log = temp_dir() / "out.txt";
+  const std::string cmd = std::string(MSA_CLI_PATH) + " " + args + " > " + log.string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream f(log);
+  std::stringstream s;
+  s << f.rdbuf();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, s.str()};
+}
+
+HostTensor rnd(DType t, std::vector<int64_t> shape, uint64_t seed) {
+  HostTensor h(t, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t i = 0; i < h.numel(); ++i) h.set(i, u(rng));
+  return h;
+}
+
+HostTensor ints(std::vector<int64_t> shape, std::vector<int32_t> v) {
+  HostTensor h(DType::i32, std::move(shape));
+  std::copy(v.begin(), v.end(), h.data<int32_t>());
+  return h;
+}
+
+// Paged batch: B=2, Hkv=2, Bs=8, D=16, kv_len {13, 9}, one query each (decode).
+Tensors paged_inputs(DType t) {
+  Tensors m;
+  m["q"] = rnd(t, {2, 4, 16}, 1);
+  m["k_cache"] = rnd(t, {4, 2, 8, 16}, 2);
+  m["v_cache"] = rnd(t, {4, 2, 8, 16}, 3);
+  m["block_table"] = ints({2, 2}, {3, 0, 2, 1});
+  m["kv_len"] = ints({2}, {13, 9});
+  m["cu_q"] = ints({3}, {0, 1, 2});
+  return m;
+}
+
+std::string write(const std::string& name, const Tensors& m) {
+  const std::string p = (temp_dir() / name).string();
+  msa::hal::write_safetensors(p, m);
+  return p;
+}
+
+TEST(Cli, UnknownBackendExits2) {
+  const Result r = run_cli("devices --backend nope");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown backend"), std::string::npos) << r.output;
+}
+
+TEST(Cli, MalformedSafetensorsExits2) {
+  const fs::path p = temp_dir() / "bad.safetensors";
+  std::ofstream(p, std::ios::binary) << "\xff\xff\xff\xff\xff\xff\xff\x7f{}";
+  const Result r = run_cli("op gelu --backend cpu-ref --in " + p.string() + " --out " + (temp_dir() / "o").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("bad.safetensors"), std::string::npos) << r.output;
+}
+
+TEST(Cli, WrongShapeNamesArgumentAndExits2) {
+  Tensors m = paged_inputs(DType::f32);
+  m["q"] = rnd(DType::f32, {2, 3, 16}, 9);  // Hq = 3 is not a multiple of Hkv = 2
+  const Result r = run_cli("op dense_attention --backend cpu-ref --in " + write("hq.safetensors", m) + " --out " +
+                           (temp_dir() / "o").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("argument 'q'"), std::string::npos) << r.output;
+}
+
+TEST(Cli, PageOutOfRangeAndKvLenExit2) {
+  Tensors m = paged_inputs(DType::f32);
+  m["block_table"] = ints({2, 2}, {3, 0, 7, 1});
+  Result r = run_cli("op dense_attention --backend cpu-ref --in " + write("page.safetensors", m) + " --out " +
+                     (temp_dir() / "o").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("argument 'block_table'"), std::string::npos) << r.output;
+  m = paged_inputs(DType::f32);
+  m["cu_q"] = ints({3}, {0, 1, 12});  // 11 queries for kv_len 9
+  m["q"] = rnd(DType::f32, {12, 4, 16}, 4);
+  r = run_cli("op dense_attention --backend cpu-ref --in " + write("len.safetensors", m) + " --out " +
+              (temp_dir() / "o").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("argument 'kv_len'"), std::string::npos) << r.output;
+}
+
+TEST(Cli, UnknownParamOrTensorExits2) {
+  Tensors m = paged_inputs(DType::f32);
+  Result r = run_cli("op dense_attention --backend cpu-ref --in " + write("p.safetensors", m) + " --out " +
+                     (temp_dir() / "o").string() + " --param bogus=1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("bogus"), std::string::npos) << r.output;
+  m["extra"] = rnd(DType::f32, {2}, 5);
+  r = run_cli("op dense_attention --backend cpu-ref --in " + write("e.safetensors", m) + " --out " +
+              (temp_dir() / "o").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("'extra'"), std::string::npos) << r.output;
+  r = run_cli("op no_such_op --backend cpu-ref --in x --out y");
+  EXPECT_EQ(r.code, 2) << r.output;
+}
+
+TEST(Cli, KSmallerThanForcedExits2) {
+  Tensors m;
+  m["block_score"] = rnd(DType::f32, {2, 2, 2}, 7);
+  m["kv_len"] = ints({2}, {13, 9});
+  m["cu_q"] = ints({3}, {0, 1, 2});
+  const Result r = run_cli("op block_topk --backend cpu-ref --in " + write("k.safetensors", m) + " --out " +
+                           (temp_dir() / "o").string() + " -p Bs=8 -p k=1 -p n_sink=1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("argument 'k'"), std::string::npos) << r.output;
+}
+
+// Each op's inputs and parameters for the round trip.
+struct OpCase {
+  std::string op;
+  Tensors in;
+  std::string params;
+};
+
+std::vector<OpCase> op_cases() {
+  std::vector<OpCase> c;
+  Tensors paged = paged_inputs(DType::bf16);
+  c.push_back({"dense_attention", paged, ""});
+  Tensors sparse = paged;
+  sparse["block_idx"] = ints({2, 2, 2}, {0, 1, 0, -1, 1, -1, 0, 1});
+  c.push_back({"sparse_block_attention", sparse, ""});
+  Tensors idx = paged;
+  idx.erase("q"), idx.erase("k_cache"), idx.erase("v_cache");
+  idx["qi"] = rnd(DType::bf16, {2, 2, 16}, 11);
+  idx["ki_cache"] = rnd(DType::bf16, {4, 8, 16}, 12);
+  c.push_back({"indexer_score", idx, "-p pool=lse"});
+  Tensors topk;
+  topk["block_score"] = rnd(DType::f32, {2, 2, 2}, 13);
+  topk["kv_len"] = ints({2}, {13, 9}), topk["cu_q"] = ints({3}, {0, 1, 2});
+  c.push_back({"block_topk", topk, "-p Bs=8 -p k=1"});
+  Tensors patch;
+  patch["q"] = rnd(DType::f32, {12, 2, 64}, 14), patch["k"] = rnd(DType::f32, {12, 2, 64}, 15);
+  patch["v"] = rnd(DType::f32, {12, 2, 64}, 16), patch["items"] = ints({2, 3}, {2, 2, 2, 1, 2, 2});
+  c.push_back({"patch_attention_3d", patch, "-p window=1"});
+  Tensors app = paged;
+  app.erase("q");
+  app["k"] = rnd(DType::bf16, {2, 2, 16}, 17), app["v"] = rnd(DType::bf16, {2, 2, 16}, 18);
+  app["ki"] = rnd(DType::f32, {2, 16}, 19);
+  app["ki_cache"] = rnd(DType::fp8_e4m3, {4, 8, 16}, 20), app["ki_scale"] = rnd(DType::f32, {4, 8}, 21);
+  c.push_back({"kv_append", app, ""});
+  c.push_back({"matmul", {{"x", rnd(DType::f32, {3, 8}, 22)}, {"w", rnd(DType::f32, {5, 8}, 23)}, {"bias", rnd(DType::f32, {5}, 24)}}, ""});
+  c.push_back({"rms_norm", {{"x", rnd(DType::f16, {3, 8}, 25)}, {"w", rnd(DType::f32, {8}, 26)}}, "-p kind=plain"});
+  c.push_back({"layer_norm", {{"x", rnd(DType::f32, {3, 8}, 27)}, {"w", rnd(DType::f32, {8}, 28)}, {"b", rnd(DType::f32, {8}, 29)}}, ""});
+  c.push_back({"rope", {{"x", rnd(DType::f32, {3, 2, 16}, 30)}, {"pos", ints({3}, {0, 7, 100})}}, "-p rotary_dim=8 -p theta=5e6"});
+  c.push_back({"rope_3d", {{"x", rnd(DType::f32, {2, 2, 80}, 31)}, {"pos", ints({2, 3}, {0, 1, 2, 3, 0, 1})}}, ""});
+  c.push_back({"swiglu", {{"gate", rnd(DType::f32, {3, 8}, 32)}, {"up", rnd(DType::f32, {3, 8}, 33)}}, ""});
+  c.push_back({"gelu", {{"x", rnd(DType::bf16, {3, 8}, 34)}}, ""});
+  c.push_back({"add", {{"a", rnd(DType::f32, {3, 8}, 35)}, {"b", rnd(DType::f32, {3, 8}, 36)}}, ""});
+  c.push_back({"embedding", {{"table", rnd(DType::f32, {10, 8}, 37)}, {"ids", ints({3}, {9, 0, 4})}}, ""});
+  c.push_back({"scatter_visual", {{"tokens", ints({4}, {5, 99, 99, 7})}, {"vis", rnd(DType::f32, {2, 8}, 38)}, {"x", rnd(DType::f32, {4, 8}, 39)}}, "-p placeholder=99"});
+  c.push_back({"argmax", {{"x", rnd(DType::f32, {3, 8}, 40)}}, ""});
+  return c;
+}
+
+TEST(Cli, OpRoundTripsEveryOp) {
+  const auto cases = op_cases();
+  EXPECT_EQ(cases.size(), 17u);  // every op of the contract
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.op);
+    const std::string in = write(c.op + "_in.safetensors", c.in);
+    const std::string out = (temp_dir() / (c.op + "_out.safetensors")).string();
+    const Result r = run_cli("op " + c.op + " --backend cpu-ref --in " + in + " --out " + out + " " + c.params);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const Tensors got = msa::hal::read_safetensors(out);
+    ASSERT_FALSE(got.empty());
+    for (const auto& [name, t] : got) {
+      SCOPED_TRACE(name);
+      // Every element written (no poison left) for float outputs.
+      if (t.dtype != DType::i32)
+        for (int64_t i = 0; i < t.numel(); ++i) ASSERT_FALSE(std::isnan(t.get(i))) << i;
+      // In/out tensors changed where the op writes.
+      if (c.in.count(name)) EXPECT_NE(t.bytes, c.in.at(name).bytes);
+    }
+  }
+}
+
+TEST(Cli, OpEqualsDirectCall) {
+  const Tensors in = paged_inputs(DType::bf16);
+  const std::string f = write("direct_in.safetensors", in);
+  const std::string o = (temp_dir() / "direct_out.safetensors").string();
+  ASSERT_EQ(run_cli("op dense_attention --backend cpu-ref --in " + f + " --out " + o + " -p scale=0.3").code, 0);
+  auto dev = msa::hal::create_device("cpu-ref");
+  std::map<std::string, msa::hal::Device::Owned> d;
+  for (const auto& [n, t] : in) d[n] = msa::hal::to_device(*dev, t);
+  auto out = dev->alloc_tensor(DType::bf16, {2, 4, 16});
+  auto lse = dev->alloc_tensor(DType::f32, {2, 4});
+  msa::ops::DenseAttentionArgs a;
+  a.q = d["q"].tensor, a.k_cache = d["k_cache"].tensor, a.v_cache = d["v_cache"].tensor;
+  a.block_table = d["block_table"].tensor, a.kv_len = d["kv_len"].tensor, a.cu_q = d["cu_q"].tensor;
+  a.scale = 0.3f, a.out = out.tensor, a.lse = lse.tensor;
+  msa::ops::dense_attention(*dev, a);
+  const Tensors got = msa::hal::read_safetensors(o);
+  EXPECT_EQ(got.at("out").bytes, msa::hal::to_host(*dev, out.tensor).bytes);
+  EXPECT_EQ(got.at("lse").bytes, msa::hal::to_host(*dev, lse.tensor).bytes);
+}
+
+TEST(Cli, OpOutputsMatchOnRepeatAndDevicesListsCpuRef) {
+  const Tensors in = paged_inputs(DType::f32);
+  const std::string f = write("rep_in.safetensors", in);
+  const std::string o1 = (temp_dir() / "rep1.safetensors").string(), o2 = (temp_dir() / "rep2.safetensors").string();
+  ASSERT_EQ(run_cli("op dense_attention --backend cpu-ref --in " + f + " --out " + o1).code, 0);
+  ASSERT_EQ(run_cli("op dense_attention --backend cpu-ref --in " + f + " --out " + o2).code, 0);
+  EXPECT_EQ(msa::hal::read_safetensors(o1).at("out").bytes, msa::hal::read_safetensors(o2).at("out").bytes);
+  const Result d = run_cli("devices");
+  EXPECT_EQ(d.code, 0);
+  EXPECT_NE(d.output.find("cpu-ref"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,233 @@
+// ops:: host checks: every bad argument gives msa::Error naming the argument, before any
+// work. Run on cpu-ref (the checks are backend-independent).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "hal/error.h"
+#include "hal/host_tensor.h"
+#include "hal/registry.h"
+#include "ops/ops.h"
+
+namespace {
+
+using msa::hal::DType;
+using msa::hal::HostTensor;
+
+// A small valid decode problem: B=2, Hq=4, Hkv=2, D=16, Bs=8, 3 pages per sequence.
+class Problem {
+ public:
+  Problem() : dev(msa::hal::create_device("cpu-ref")) {
+    auto i32 = [&](std::vector<int64_t> s, std::vector<int32_t> v) {
+      HostTensor h(DType::i32, std::move(s));
+      std::copy(v.begin(), v.end(), h.data<int32_t>());
+      return up(h);
+    };
+    q = up(rnd(DType::f32, {2, 4, 16}));
+    k_cache = up(rnd(DType::f32, {6, 2, 8, 16}));
+    v_cache = up(rnd(DType::f32, {6, 2, 8, 16}));
+    qi = up(rnd(DType::f32, {2, 2, 16}));
+    ki_cache = up(rnd(DType::f32, {6, 8, 16}));
+    block_table = i32({2, 3}, {0, 1, 2, 3, 4, 5});
+    kv_len = i32({2}, {20, 17});
+    cu_q = i32({3}, {0, 1, 2});
+    block_score = out(DType::f32, {2, 2, 3});
+    block_idx = out(DType::i32, {2, 2, 2});
+    block_cnt = out(DType::i32, {2, 2});
+    o = out(DType::f32, {2, 4, 16});
+    lse = out(DType::f32, {2, 4});
+  }
+  msa::ops::SparseAttentionArgs sparse() const {
+    msa::ops::SparseAttentionArgs a;
+    a.q = q, a.k_cache = k_cache, a.v_cache = v_cache, a.block_table = block_table, a.kv_len = kv_len;
+    a.cu_q = cu_q, a.Qb = 1, a.NQ = 2, a.block_idx = block_idx, a.out = o, a.lse = lse;
+    return a;
+  }
+  msa::ops::IndexerScoreArgs indexer() const {
+    msa::ops::IndexerScoreArgs a;
+    a.qi = qi, a.ki_cache = ki_cache, a.block_table = block_table, a.kv_len = kv_len, a.cu_q = cu_q;
+    a.Qb = 1, a.NQ = 2, a.block_score = block_score;
+    return a;
+  }
+  msa::ops::BlockTopkArgs topk() const {
+    msa::ops::BlockTopkArgs a;
+    a.block_score = block_score, a.kv_len = kv_len, a.cu_q = cu_q, a.Qb = 1, a.NQ = 2, a.Bs = 8, a.k = 2;
+    a.n_sink = 0, a.n_local = 1, a.block_idx = block_idx, a.block_cnt = block_cnt;
+    return a;
+  }
+  void set_i32(const msa::hal::Tensor& t, std::vector<int32_t> v) { dev->stream().upload(t, v.data()); }
+
+  std::unique_ptr<msa::hal::Device> dev;
+  msa::hal::Tensor q, k_cache, v_cache, qi, ki_cache, block_table, kv_len, cu_q, block_score, block_idx,
+      block_cnt, o, lse;
+
+ private:
+  HostTensor rnd(DType t, std::vector<int64_t> s) {
+    HostTensor h(t, std::move(s));
+    for (int64_t i = 0; i < h.numel(); ++i) h.set(i, 0.01f * static_cast<float>((i * 37) % 101) - 0.5f);
+    return h;
+  }
+  msa::hal::Tensor up(const HostTensor& h) {
+    auto o = msa::hal::to_device(*dev, h);
+    keep.push_back(std::move(o.buffer));
+    return o.tensor;
+  }
+  msa::hal::Tensor out(DType t, std::vector<int64_t> s) { return up(HostTensor(t, std::move(s))); }
+  std::vector<msa::hal::BufferPtr> keep;
+};
+
+// Expects msa::Error whose message names `arg` (as "argument 'arg'").
+template <typename F>
+void expect_arg_error(F&& f, const std::string& arg) {
+  try {
+    f();
+    FAIL() << "expected msa::Error naming '" << arg << "'";
+  } catch (const msa::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("argument '" + arg + "'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OpsValidation, ValidProblemRuns) {
+  Problem p;
+  ASSERT_NO_THROW(msa::ops::indexer_score(*p.dev, p.indexer()));
+  ASSERT_NO_THROW(msa::ops::block_topk(*p.dev, p.topk()));
+  ASSERT_NO_THROW(msa::ops::sparse_block_attention(*p.dev, p.sparse()));
+}
+
+TEST(OpsValidation, HqNotMultipleOfHkv) {
+  Problem p;
+  auto a = p.sparse();
+  a.q = a.q.reshape({2, 2, 32});  // D mismatch first; build a real Hq=3 case instead
+  auto q3 = p.dev->alloc_tensor(DType::f32, {2, 3, 16});
+  auto o3 = p.dev->alloc_tensor(DType::f32, {2, 3, 16});
+  auto l3 = p.dev->alloc_tensor(DType::f32, {2, 3});
+  a.q = q3.tensor, a.out = o3.tensor, a.lse = l3.tensor;
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, a); }, "q");
+}
+
+TEST(OpsValidation, WrongShapesAndDtypes) {
+  Problem p;
+  auto a = p.sparse();
+  a.out = p.lse;
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, a); }, "out");
+  a = p.sparse();
+  a.block_idx = p.block_cnt;
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, a); }, "block_idx");
+  a = p.sparse();
+  a.kv_len = p.q;
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, a); }, "kv_len");
+  a = p.sparse();
+  a.mode = msa::ops::SelectionMode::shared;  // block_idx has Hs = 2, shared needs 1
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, a); }, "block_idx");
+  auto i = p.indexer();
+  i.mode = msa::ops::SelectionMode::shared;  // Hi = 2
+  expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "qi");
+  i = p.indexer();
+  i.Qb = 3;
+  expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "Qb");
+  i = p.indexer();
+  i.scale = INFINITY;
+  expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "scale");
+}
+
+TEST(OpsValidation, KSmallerThanForcedBlocks) {
+  Problem p;
+  auto a = p.topk();
+  a.n_sink = 2;  // forced: 2 sinks + 1 local = 3 > k = 2
+  expect_arg_error([&] { msa::ops::block_topk(*p.dev, a); }, "k");
+}
+
+TEST(OpsValidation, PageIdOutOfRange) {
+  Problem p;
+  p.set_i32(p.block_table, {0, 1, 2, 3, 4, 6});
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, p.sparse()); }, "block_table");
+  p.set_i32(p.block_table, {0, 1, -1, 3, 4, 5});
+  expect_arg_error([&] { msa::ops::indexer_score(*p.dev, p.indexer()); }, "block_table");
+}
+
+TEST(OpsValidation, KvLenShorterThanQueryOrLongerThanTable) {
+  Problem p;
+  p.set_i32(p.cu_q, {0, 1, 2});
+  p.set_i32(p.kv_len, {0, 17});
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, p.sparse()); }, "kv_len");
+  p.set_i32(p.kv_len, {25, 17});  // 3 blocks of 8 hold 24 tokens
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, p.sparse()); }, "kv_len");
+}
+
+TEST(OpsValidation, CuQAndNQ) {
+  Problem p;
+  p.set_i32(p.cu_q, {0, 2, 1});
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, p.sparse()); }, "cu_q");
+  p.set_i32(p.cu_q, {0, 1, 2});
+  auto a = p.sparse();
+  a.NQ = 1;
+  a.block_idx = a.block_idx.slice_rows(0, 1);
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, a); }, "NQ");
+}
+
+TEST(OpsValidation, OutputAliasingInput) {
+  Problem p;
+  auto a = p.sparse();
+  a.out = p.q;
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, a); }, "out");
+}
+
+TEST(OpsValidation, TensorFromAnotherDevice) {
+  Problem p;
+  auto other = msa::hal::create_device("cpu-ref");
+  auto t = other->alloc_tensor(DType::f32, {2, 4, 16});
+  auto a = p.sparse();
+  a.q = t.tensor;
+  expect_arg_error([&] { msa::ops::sparse_block_attention(*p.dev, a); }, "q");
+}
+
+TEST(OpsValidation, CountQueryBlocks) {
+  // Sequence 0: 3 new tokens at positions 5..7 with Qb 4 -> blocks 1 (5..7): 1 block.
+  // Sequence 1: 6 new tokens at positions 2..7 -> blocks 0 (2,3) and 1 (4..7): 2 blocks.
+  // Sequence 2: no new tokens.
+  const int32_t cu[] = {0, 3, 9, 9}, len[] = {8, 8, 4};
+  EXPECT_EQ(msa::ops::count_query_blocks(cu, len, 4), 3);
+  EXPECT_EQ(msa::ops::count_query_blocks(cu, len, 1), 9);
+  EXPECT_THROW(msa::ops::count_query_blocks(cu, len, 3), msa::Error);
+  const int32_t bad_len[] = {2, 8, 4};
+  EXPECT_THROW(msa::ops::count_query_blocks(cu, bad_len, 1), msa::Error);
+}
+
+TEST(OpsValidation, UnknownBackend) {
+  EXPECT_THROW(msa::hal::create_device("nope"), msa::Error);
+  EXPECT_THROW(msa::hal::create_device("cpu-ref:3"), msa::Error);
+  EXPECT_THROW(msa::hal::create_device("cuda:x"), msa::Error);
+  EXPECT_EQ(msa::hal::create_device("CPU-REF")->name(), "cpu-ref");
+}
+
+TEST(DType, Conversions) {
+  using namespace msa::hal;
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f)), 1.0f);
+  EXPECT_EQ(f32_to_bf16(1.00390625f), f32_to_bf16(1.0f));  // ties to even
+  EXPECT_EQ(f16_to_f32(f32_to_f16(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(f16_to_f32(f32_to_f16(70000.0f))));
+  EXPECT_EQ(f16_to_f32(f32_to_f16(5.9604645e-8f)), 5.9604645e-8f);  // smallest subnormal
+  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(448.0f)), 448.0f);
+  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1000.0f)), 448.0f);  // saturates
+  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(0.001953125f)), 0.001953125f);  // 2^-9 subnormal
+  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1.0625f)), 1.0f);   // halfway 1 / 1.125 -> even
+  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1.1875f)), 1.25f);  // halfway 1.125 / 1.25 -> even
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_f32(0x7f)));
+  // Every fp8 value round-trips exactly.
+  for (int b = 0; b < 256; ++b) {
+    const float f = fp8_e4m3_to_f32(static_cast<uint8_t>(b));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(f)), f) << b;
+  }
+  // Every f16 value round-trips exactly.
+  for (int b = 0; b < 65536; ++b) {
+    const float f = f16_to_f32(static_cast<uint16_t>(b));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(f32_to_f16(f), static_cast<uint16_t>(b)) << b;
+  }
+  EXPECT_THROW(parse_dtype("f64"), msa::Error);
+}
+
+}  // namespace
