@@ -1,0 +1,218 @@
+// `msa run`: load or make a model, build the (multimodal) prompts, prefill, decode, and
+// report times per stage and per op, tokens/s, the attended fraction and the generated
+// ids; with --check, the same steps on cpu-ref, logits compared step by step.
+#include "model/run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <memory>
+#include <ostream>
+#include <sstream>
+
+#include "hal/error.h"
+#include "hal/registry.h"
+#include "model/generate.h"
+#include "model/run_report.h"
+
+namespace msa::model {
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The check's running tally.
+struct Check {
+  double tol = 0.0;
+  double max_nmse = 0.0;
+  int worst_step = 0, bad_steps = 0;
+  int64_t sel_rows = 0, sel_same = 0;
+
+  void logits(int step, const StepResult& got, const StepResult& ref) {
+    double num = 0.0, den = 0.0;
+    for (size_t b = 0; b < ref.logits.size(); ++b)
+      for (size_t j = 0; j < ref.logits[b].size(); ++j) {
+        const double d = static_cast<double>(got.logits[b][j]) - ref.logits[b][j];
+        num += std::isnan(d) ? INFINITY : d * d;
+        den += static_cast<double>(ref.logits[b][j]) * ref.logits[b][j];
+      }
+    const double e = den > 0.0 ? num / den : (num > 0.0 ? INFINITY : 0.0);
+    if (!(e <= max_nmse)) {
+      max_nmse = e;
+      worst_step = step;
+    }
+    if (!(e <= tol)) ++bad_steps;
+  }
+
+  void selection(const StepResult& got, const StepResult& ref) {
+    for (size_t i = 0; i < ref.block_idx.size() && i < got.block_idx.size(); ++i) {
+      const auto& a = got.block_idx[i];
+      const auto& r = ref.block_idx[i];
+      if (a.shape != r.shape) continue;
+      const int64_t k = r.shape[2], rows = r.shape[0] * r.shape[1];
+      for (int64_t row = 0; row < rows; ++row) {
+        ++sel_rows;
+        sel_same += std::equal(a.data<int32_t>() + row * k, a.data<int32_t>() + (row + 1) * k,
+                               r.data<int32_t>() + row * k);
+      }
+    }
+  }
+};
+
+std::vector<std::vector<int32_t>> make_prompts(const RunOptions& o, const Config& c, int64_t n_vision) {
+  MSA_CHECK_ARG(o.batch >= 1, "run", "batch", "must be >= 1");
+  const int64_t base = o.prompt_ids.empty() ? o.prompt_tokens : static_cast<int64_t>(o.prompt_ids.size());
+  MSA_CHECK_ARG(base >= 1 || n_vision >= 1, "run", "prompt_tokens", "the prompt is empty");
+  for (int32_t t : o.prompt_ids)
+    MSA_CHECK_ARG(t >= 0 && t < c.vocab_size, "run", "prompt_ids",
+                  "token " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < o.batch; ++b) {
+    // Different lengths: sequence b is shorter by b / (2 * batch) of the longest.
+    const int64_t len = std::max<int64_t>(n_vision > 0 ? 0 : 1, base - b * base / (2 * o.batch));
+    std::vector<int32_t> text = o.prompt_ids.empty()
+                                    ? random_tokens(c, len, o.seed * 1000003 + b)
+                                    : std::vector<int32_t>(o.prompt_ids.begin(), o.prompt_ids.begin() + len);
+    prompts.push_back(build_prompt(c, text, n_vision));
+  }
+  return prompts;
+}
+
+// Peak resident memory of this process in MB (Linux; 0 elsewhere).
+double peak_rss_mb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0.0;
+}
+
+}  // namespace
+
+int run_main(const RunOptions& o, std::ostream& out) {
+  MSA_CHECK_ARG(o.gen >= 1, "run", "gen", "must be >= 1");
+  auto device = hal::create_device(o.backend);
+  const Weights w = load_model(o.model, o.seed);
+  const Config& c = w.config;
+  std::optional<hal::DType> dtype;
+  if (!o.dtype.empty()) dtype = hal::parse_dtype(o.dtype, "dtype");
+  std::optional<hal::DType> ki_dtype;
+  if (!o.ki_dtype.empty()) ki_dtype = hal::parse_dtype(o.ki_dtype, "ki_dtype");
+  Model model(*device, w, dtype, o.profile);
+
+  // Video -> patches (host) and the prompts around its placeholders.
+  std::optional<VisionInput> vin;
+  if (!o.frames.empty() || o.video_frames > 0) {
+    MSA_CHECK_ARG(c.vision.enabled(), "run", "video", "model '" + o.model + "' has no vision encoder");
+    const Video v = o.frames.empty() ? synthetic_video(o.video_frames, o.video_height, o.video_width, o.seed)
+                                     : load_ppm_frames(o.frames);
+    vin = patchify(v, c.vision);
+  }
+  const int64_t n_vision = vin ? vision_token_count(*vin, c.vision) : 0;
+  const auto prompts = make_prompts(o, c, n_vision);
+
+  RunReport rep;
+  rep.options = &o;
+  rep.config = &c;
+  rep.device = device->name();
+  rep.dtype = model.dtype();
+  rep.weight_bytes = model.weights().bytes();
+  rep.n_vision = n_vision;
+  if (vin) rep.grid = vin->grid;
+  for (const auto& p : prompts) rep.prompt_lens.push_back(static_cast<int64_t>(p.size()));
+  print_header(rep, out);
+
+  // Vision: encode once, one copy of its rows per sequence.
+  hal::Device::Owned vis_all;
+  if (vin) {
+    const double t0 = now_ms();
+    vis_all = encode_video_rows(model, *vin, o.batch);
+    rep.vision_ms = now_ms() - t0;
+  }
+
+  SessionOptions so;
+  so.max_chunk = o.max_chunk;
+  so.decode_steps = o.gen - 1;
+  so.keep_logits = o.check;
+  so.collect_selection = (o.profile || o.check) && !o.dense && c.num_sparse_layers() > 0;
+  so.force_dense = o.dense;
+  so.ki_dtype = ki_dtype;
+  if (o.progress) so.progress = [&out](const std::string& line) { out << "  " << line << "\n" << std::flush; };
+  Session sess(model, prompts, vis_all.tensor, so);
+  rep.kv_bytes = sess.cache().bytes();
+  rep.kv_pages = sess.cache().num_pages();
+
+  // The reference: same weights, same prompts, on cpu-ref, fed the tested tokens.
+  std::unique_ptr<hal::Device> ref_device;
+  std::unique_ptr<Model> ref_model;
+  std::unique_ptr<Session> ref_sess;
+  hal::Device::Owned ref_vis_all;
+  Check check;
+  check.tol = model.dtype() == hal::DType::f32 ? 1e-10 : 5e-5;
+  if (o.check) {
+    ref_device = hal::create_device("cpu-ref");
+    ref_model = std::make_unique<Model>(*ref_device, w, model.dtype(), false);
+    if (vin) ref_vis_all = encode_video_rows(*ref_model, *vin, o.batch);
+    SessionOptions rso = so;
+    rso.progress = nullptr;
+    ref_sess = std::make_unique<Session>(*ref_model, prompts, ref_vis_all.tensor, rso);
+  }
+
+  rep.generated.resize(o.batch);
+  double t0 = now_ms();
+  StepResult r = sess.prefill();
+  rep.prefill_ms = now_ms() - t0;
+  rep.prefill_sel = r.selection;
+  if (o.check) {
+    const StepResult rr = ref_sess->prefill();
+    check.logits(0, r, rr);
+    check.selection(r, rr);
+  }
+  for (int step = 1;; ++step) {
+    for (int b = 0; b < o.batch; ++b) rep.generated[b].push_back(r.ids[b]);
+    if (step == o.gen) break;
+    const std::vector<int32_t> next = r.ids;
+    t0 = now_ms();
+    r = sess.decode(next);
+    rep.decode_ms += now_ms() - t0;
+    rep.decode_sel.merge(r.selection);
+    rep.last_sel = r.selection;
+    if (o.check) {
+      const StepResult rr = ref_sess->decode(next);
+      check.logits(step, r, rr);
+      check.selection(r, rr);
+    }
+    if (o.progress && (step % 16 == 0 || step + 1 == o.gen))
+      out << "  decode step " << step << "/" << o.gen - 1 << "\n" << std::flush;
+  }
+  rep.decode_steps = o.gen - 1;
+  rep.ops = model.profiler().entries();
+  rep.workspace_bytes = model.workspace().bytes();
+  rep.peak_rss_mb = peak_rss_mb();
+  print_report(rep, out);
+
+  if (!o.check) return 0;
+  out << "check vs cpu-ref (" << o.gen << " steps, tolerance NMSE <= " << check.tol << "): max NMSE "
+      << std::scientific << std::setprecision(2) << check.max_nmse << std::defaultfloat << " at step "
+      << check.worst_step;
+  if (check.sel_rows > 0)
+    out << "; selected blocks identical in " << std::fixed << std::setprecision(2)
+        << 100.0 * static_cast<double>(check.sel_same) / static_cast<double>(check.sel_rows) << "% of "
+        << check.sel_rows << " (query, head) rows" << std::defaultfloat;
+  out << "\n" << (check.bad_steps == 0 ? "check: PASS" : "check: FAIL (" + std::to_string(check.bad_steps) + " steps over tolerance)") << "\n";
+  return check.bad_steps == 0 ? 0 : 1;
+}
+
+int init_weights_main(const std::string& dir, const std::string& preset, uint64_t seed, std::ostream& out) {
+  const Weights w = init_weights(preset_config(preset), seed);
+  save_weights(w, dir);
+  out << "wrote " << dir << "/config.json and model.safetensors (preset " << preset << ", seed " << seed << ", "
+      << w.tensors.size() << " tensors, " << std::fixed << std::setprecision(1)
+      << static_cast<double>(w.nbytes()) / (1 << 20) << " MiB)\n";
+  return 0;
+}
+
+}  // namespace msa::model
