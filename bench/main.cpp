@@ -1,0 +1,243 @@
+// msa-bench: times every perf case of the case library (ops/cases) on one backend or all,
+// with device events around each call (manual time), and reports the median time, the
+// bytes and FLOPs that must move / be done, GB/s, TFLOP/s and the fraction of the
+// ceiling measured once in this run (bench/ceiling.h). The msa_layer cases also time
+// dense attention on the same inputs and report the ratio.
+//
+//   msa-bench [--backend=NAME|all] [--scale=X] [--op=OP[,OP...]] [benchmark flags]
+//
+// --scale multiplies context and chunk lengths (default: 1 on GPUs, 1/16 on cpu, 1/256
+// on cpu-ref, whose scalar f64 kernels would take minutes per call at full size).
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/ceiling.h"
+#include "hal/error.h"
+#include "hal/registry.h"
+#include "ops/cases/case.h"
+
+namespace msa::bench {
+namespace {
+
+struct Options {
+  std::string backend = "auto";
+  double scale = 0;  // 0 = per-backend default
+  std::string ops;
+};
+
+// Takes --backend=, --scale= and --op= out of argv (before benchmark::Initialize).
+Options parse_and_strip(int& argc, char** argv) {
+  Options o;
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* flag) -> const char* {
+      const size_t n = std::strlen(flag);
+      if (a.compare(0, n, flag) == 0 && a.size() > n && a[n] == '=') return argv[i] + n + 1;
+      return nullptr;
+    };
+    if (const char* v = value("--backend")) o.backend = v;
+    else if (const char* v = value("--scale")) o.scale = std::stod(v);
+    else if (const char* v = value("--op")) o.ops = v;
+    else argv[out++] = argv[i];
+  }
+  argc = out;
+  argv[argc] = nullptr;
+  return o;
+}
+
+double default_scale(const std::string& backend) {
+  if (backend == "cpu-ref") return 1.0 / 256;
+  if (backend == "cpu") return 1.0 / 16;
+  return 1.0;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Current resident set (the peak would include the ceiling's memcpy buffers).
+double rss_mib() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
+}
+
+// One backend under test: its device, its ceiling (measured at first use), its cases.
+struct Target {
+  std::string backend;
+  std::unique_ptr<hal::Device> dev;
+  double scale = 1;
+  cases::CaseList cases;
+  bool measured = false;
+  Ceiling ceiling;
+
+  const Ceiling& ceil() {
+    if (!measured) {
+      ceiling = measure_ceiling(*dev);
+      measured = true;
+      std::fprintf(stderr, "ceiling %s: %.1f GB/s, %.2f TFLOP/s (%s)\n", dev->name().c_str(),
+                   ceiling.bytes_per_s / 1e9, ceiling.flops_per_s / 1e12, ceiling.how.c_str());
+    }
+    return ceiling;
+  }
+};
+
+// The one case resident on a device at a time (freed when the next benchmark starts).
+struct Resident {
+  const cases::Case* c = nullptr;
+  std::unique_ptr<cases::PreparedCase> prepared;
+  std::string error;
+} g_resident;
+
+cases::PreparedCase* resident(Target& t, const cases::Case& c) {
+  if (g_resident.c == &c) return g_resident.prepared.get();
+  g_resident = {};
+  g_resident.c = &c;
+  try {
+    g_resident.prepared = c.prepare(*t.dev, 1);
+    // Rotate among three input sets when they are small enough to hold.
+    if (g_resident.prepared->device_bytes() < (size_t{256} << 20)) {
+      g_resident.prepared.reset();
+      g_resident.prepared = c.prepare(*t.dev, 3);
+    }
+  } catch (const std::exception& e) {
+    g_resident.prepared.reset();
+    g_resident.error = std::string("prepare failed: ") + e.what();
+  }
+  return g_resident.prepared.get();
+}
+
+// Median seconds of `reps` event-timed calls of fn (after one warm-up call).
+template <typename Fn>
+double time_calls(hal::Device& dev, int reps, Fn&& fn) {
+  auto e0 = dev.create_event(), e1 = dev.create_event();
+  fn();
+  dev.stream().synchronize();
+  std::vector<double> s;
+  for (int i = 0; i < reps; ++i) {
+    dev.stream().record(*e0);
+    fn();
+    dev.stream().record(*e1);
+    dev.stream().synchronize();
+    s.push_back(e1->elapsed_ms(*e0) / 1e3);
+  }
+  return median(s);
+}
+
+void run_case(benchmark::State& st, Target* t, const cases::Case* c) {
+  const Ceiling& ceil = t->ceil();
+  cases::PreparedCase* p = resident(*t, *c);
+  if (p == nullptr) {
+    st.SkipWithError(g_resident.error.c_str());
+    return;
+  }
+  if (std::string why = p->unsupported(); !why.empty()) {
+    st.SkipWithError(("unsupported: " + why).c_str());
+    return;
+  }
+  hal::Device& dev = *t->dev;
+  auto e0 = dev.create_event(), e1 = dev.create_event();
+  std::vector<double> secs;
+  try {
+    p->run();  // warm-up
+    dev.stream().synchronize();
+    for (auto _ : st) {
+      dev.stream().record(*e0);
+      p->run();
+      dev.stream().record(*e1);
+      dev.stream().synchronize();
+      const double s = e1->elapsed_ms(*e0) / 1e3;
+      st.SetIterationTime(s);
+      secs.push_back(s);
+    }
+  } catch (const std::exception& e) {
+    st.SkipWithError(e.what());
+    return;
+  }
+  const double med = median(secs);
+  if (med <= 0) return;
+  const double gbs = c->bytes() / med / 1e9, tflops = c->flops() / med / 1e12;
+  st.counters["median_ms"] = med * 1e3;
+  st.counters["GB/s"] = gbs;
+  st.counters["TFLOP/s"] = tflops;
+  if (ceil.bytes_per_s > 0) st.counters["bw_frac"] = gbs * 1e9 / ceil.bytes_per_s;
+  if (ceil.flops_per_s > 0 && c->flops() > 0) st.counters["flop_frac"] = tflops * 1e12 / ceil.flops_per_s;
+  st.counters["dev_MiB"] = static_cast<double>(p->device_bytes()) / (1 << 20);
+  st.counters["rss_MiB"] = rss_mib();
+  for (const auto& [name, v] : c->counters()) st.counters[name] = v;
+  if (c->has_baseline()) {
+    try {
+      const int reps = static_cast<int>(std::clamp<size_t>(secs.size(), 3, 20));
+      const double dense = time_calls(dev, reps, [&] { p->run_baseline(); });
+      st.counters["dense_ms"] = dense * 1e3;
+      st.counters["speedup_vs_dense"] = dense / med;
+    } catch (const std::exception& e) {
+      st.counters["dense_ms"] = -1;  // baseline failed; see stderr
+      std::fprintf(stderr, "%s: dense baseline failed: %s\n", c->name().c_str(), e.what());
+    }
+  }
+}
+
+std::string bench_name(const Target& t, const cases::Case& c) { return t.backend + "/" + c.name() + "/" + c.vars(); }
+
+}  // namespace
+}  // namespace msa::bench
+
+int main(int argc, char** argv) {
+  using namespace msa;
+  using namespace msa::bench;
+  const Options opt = parse_and_strip(argc, argv);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+
+  std::vector<std::string> names;
+  if (opt.backend == "all") {
+    for (const hal::BackendStatus& s : hal::list_backends()) {
+      if (s.compiled && !s.devices.empty()) names.push_back(s.name);
+      else std::fprintf(stderr, "skipping backend %s: %s\n", s.name.c_str(), s.unavailable_reason.c_str());
+    }
+  } else {
+    names.push_back(opt.backend);
+  }
+  std::vector<std::unique_ptr<Target>> targets;
+  try {
+    for (const std::string& n : names) {
+      auto t = std::make_unique<Target>();
+      t->dev = hal::create_device(n);
+      t->backend = t->dev->info().backend;
+      t->scale = opt.scale > 0 ? opt.scale : default_scale(t->backend);
+      t->cases = cases::make_cases("perf", opt.ops, t->scale);
+      std::fprintf(stderr, "backend %s (%s): %zu perf cases at scale %g\n", t->backend.c_str(), t->dev->name().c_str(),
+                   t->cases.size(), t->scale);
+      targets.push_back(std::move(t));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "msa-bench: %s\n", e.what());
+    return 2;
+  }
+  for (auto& t : targets)
+    for (const auto& c : t->cases)
+      benchmark::RegisterBenchmark(bench_name(*t, *c).c_str(), run_case, t.get(), c.get())
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+  const size_t ran = benchmark::RunSpecifiedBenchmarks();
+  g_resident = {};
+  benchmark::Shutdown();
+  if (ran == 0) std::fprintf(stderr, "msa-bench: no benchmark matched\n");
+  return ran == 0 ? 1 : 0;
+}

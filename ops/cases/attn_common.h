@@ -1,0 +1,34 @@
+// Internal helpers of the attention cases (not part of the case library's interface).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ops/cases/attention_cases.h"
+#include "ops/cases/batch.h"
+#include "ops/cases/case.h"
+
+namespace msa::cases::detail {
+
+// A random input slot; in perf mode large tensors are tiled.
+Slot random_input(std::string name, hal::DType dtype, std::vector<int64_t> shape, Rng& rng, double sigma, bool perf);
+
+// A paged cache slot (see make_cache).
+Slot cache_input(std::string name, const Batch& batch, const Pages& pages, int heads, int D, hal::DType dtype,
+                 Rng& rng, double sigma, bool perf);
+
+// Appends the block_table, kv_len and cu_q slots.
+void push_index_slots(CaseData& d, const Batch& batch, const Pages& pages);
+
+// The fp8 per-token key scale [P][Bs] in [0.5, 2) (NaN in slack slots in check mode).
+Slot ki_scale_input(const Batch& batch, const Pages& pages, Rng& rng, bool perf);
+
+// Bytes of the valid cache tokens of every sequence for `row_bytes` per token.
+double valid_token_bytes(const Batch& batch, double row_bytes);
+
+// Seeds for the independent random streams of one case.
+inline uint64_t stream_seed(uint64_t seed, uint64_t stream) { return mix_seed(seed, stream); }
+
+// "16 x 1..9" style summary of the maximum blocks of a batch.
+int64_t max_blocks_of(const Batch& batch, int Bs);
+
+}  // namespace msa::cases::detail

@@ -1,0 +1,388 @@
+// The case sets: quick, full, perf. Seeds come from each case's name and vars, so a
+// case keeps its inputs whatever the filter or the set around it.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "hal/error.h"
+#include "ops/cases/attention_cases.h"
+#include "ops/cases/case.h"
+#include "ops/cases/rng.h"
+#include "ops/cases/support_cases.h"
+
+namespace msa::cases {
+namespace {
+
+using hal::DType;
+using ops::Pool;
+using ops::SelectionMode;
+
+constexpr DType kF32 = DType::f32, kBF16 = DType::bf16, kF16 = DType::f16, kFP8 = DType::fp8_e4m3;
+constexpr DType kActs[] = {kF32, kBF16, kF16};
+
+struct Lens {
+  std::vector<int32_t> q, kv;
+};
+
+AttnParams attn(Lens l, int Hq, int Hkv, int D, int Bs, int Qb, int k, DType t,
+                SelectionMode mode = SelectionMode::per_kv_head) {
+  AttnParams p;
+  p.q_len = std::move(l.q);
+  p.kv_len = std::move(l.kv);
+  p.Hq = Hq;
+  p.Hkv = Hkv;
+  p.D = D;
+  p.Bs = Bs;
+  p.Qb = Qb;
+  p.k = k;
+  p.dtype = t;
+  p.mode = mode;
+  return p;
+}
+
+RowParams rows(int64_t M, int64_t N, DType t, bool flag = false) {
+  RowParams p;
+  p.M = M;
+  p.N = N;
+  p.dtype = t;
+  p.flag = flag;
+  return p;
+}
+
+// Batches of the functional sets (Bs = 64 unless noted).
+const Lens kDecode{{1}, {300}};
+const Lens kDecodeVarlen{{1, 1, 1}, {64, 17, 200}};   // a full block, shorter than a block, ragged
+const Lens kPrefix{{40}, {170}};                      // prefill on a cached prefix
+const Lens kMixed{{5, 0, 30}, {5, 90, 100}};          // from empty, q_len = 0, prefix
+const Lens kEmpty{{}, {}};                            // B = 0
+const Lens kShort{{3}, {10}};                         // one partial block
+
+void add_quick(CaseList& c) {
+  c.push_back(sparse_attention_case(attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16)));
+  {
+    AttnParams p = attn(kPrefix, 4, 2, 64, 64, 1, 2, kF32);
+    p.correlated = true;
+    c.push_back(sparse_attention_case(p));
+  }
+  c.push_back(sparse_attention_case(attn({{70}, {200}}, 4, 1, 80, 64, 64, 3, kF16, SelectionMode::shared)));
+  c.push_back(dense_attention_case(attn(kMixed, 4, 2, 64, 64, 1, 0, kBF16)));
+  c.push_back(dense_attention_case(attn(kDecodeVarlen, 8, 2, 128, 128, 1, 0, kF32)));
+  {
+    AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
+    c.push_back(indexer_score_case(p));
+    p = attn(kPrefix, 8, 2, 64, 64, 64, 2, kBF16, SelectionMode::shared);
+    p.ki_dtype = kFP8;
+    p.ki_scale = true;
+    p.pool = Pool::lse;
+    c.push_back(indexer_score_case(p));
+  }
+  {
+    AttnParams p = attn({{64, 1}, {1000, 700}}, 8, 2, 64, 64, 1, 4, kBF16);
+    c.push_back(block_topk_case(p));
+    p.n_sink = 2;
+    p.n_local = 2;
+    p.Qb = 64;
+    p.k = 5;
+    c.push_back(block_topk_case(p));
+    c.push_back(block_topk_case(attn(kDecodeVarlen, 8, 2, 64, 64, 1, 8, kBF16, SelectionMode::shared)));
+  }
+  {
+    VitParams v;
+    v.items = {{1, 2, 2}, {5, 2, 3}};
+    c.push_back(patch_attention_3d_case(v));
+    c.push_back(rope_3d_case(v));
+  }
+  {
+    AttnParams p = attn(kMixed, 4, 2, 64, 64, 1, 0, kBF16);
+    p.ki_dtype = kFP8;
+    p.ki_scale = true;
+    c.push_back(kv_append_case(p, true));
+  }
+  {
+    RowParams m = rows(5, 17, kBF16, true);
+    m.K = 33;
+    c.push_back(matmul_case(m));
+  }
+  c.push_back(rms_norm_case(rows(3, 64, kBF16, true)));
+  c.push_back(layer_norm_case(rows(3, 80, kF32, true)));
+  {
+    RowParams r = rows(9, 64, kBF16);
+    r.H = 2;
+    r.rotary_dim = 32;
+    r.theta = 5e6f;
+    c.push_back(rope_case(r));
+  }
+  c.push_back(swiglu_case(rows(3, 40, kF16)));
+  c.push_back(gelu_case(rows(3, 40, kF32)));
+  c.push_back(add_case(rows(3, 40, kBF16)));
+  c.push_back(embedding_case(rows(6, 32, kBF16)));
+  c.push_back(scatter_visual_case(rows(20, 16, kF32)));
+  c.push_back(argmax_case(rows(5, 100, kF32, true)));
+}
+
+void add_full_attention(CaseList& c) {
+  // Sparse: G in {1, 2, 4, 8, 16}.
+  const int groups[][2] = {{2, 2}, {4, 2}, {8, 2}, {8, 1}, {16, 1}};
+  for (const auto& g : groups) c.push_back(sparse_attention_case(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 2, kBF16)));
+  // D x dtype on a cached prefix.
+  for (int D : {64, 80, 128})
+    for (DType t : kActs) c.push_back(sparse_attention_case(attn(kPrefix, 4, 2, D, 64, 1, 2, t)));
+  // Bs, Qb, mode, k >= blocks, batch shapes.
+  for (SelectionMode m : {SelectionMode::per_kv_head, SelectionMode::shared}) {
+    c.push_back(sparse_attention_case(attn({{40}, {400}}, 4, 2, 64, 128, 1, 2, kBF16, m)));
+    c.push_back(sparse_attention_case(attn({{100}, {300}}, 4, 2, 64, 64, 64, 3, kF32, m)));
+    c.push_back(sparse_attention_case(attn({{100}, {450}}, 4, 2, 64, 128, 64, 2, kBF16, m)));
+    c.push_back(sparse_attention_case(attn({{150}, {300}}, 4, 2, 64, 64, 128, 3, kF16, m)));
+    c.push_back(sparse_attention_case(attn(kDecodeVarlen, 8, 2, 64, 64, 1, 8, kBF16, m)));  // k >= blocks
+    c.push_back(sparse_attention_case(attn(kMixed, 4, 2, 64, 64, 1, 2, kF32, m)));
+    c.push_back(sparse_attention_case(attn(kMixed, 4, 2, 64, 64, 64, 2, kBF16, m)));
+  }
+  for (const Lens& l : {kEmpty, kShort, kDecode}) c.push_back(sparse_attention_case(attn(l, 4, 2, 64, 64, 1, 2, kBF16)));
+  {
+    AttnParams p = attn(kMixed, 4, 2, 64, 64, 1, 2, kBF16);
+    p.oob_idx = true;
+    c.push_back(sparse_attention_case(p));
+    p = attn(kPrefix, 4, 2, 64, 64, 1, 2, kF32);
+    p.shuffle = false;
+    p.scale = 0.3f;
+    c.push_back(sparse_attention_case(p));
+    p = attn({{100}, {600}}, 4, 2, 64, 64, 1, 3, kBF16);
+    p.correlated = true;
+    c.push_back(sparse_attention_case(p));
+  }
+  // Dense.
+  for (const auto& g : groups) c.push_back(dense_attention_case(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 0, kF32)));
+  for (int D : {64, 80, 128})
+    for (DType t : kActs) c.push_back(dense_attention_case(attn(kPrefix, 4, 2, D, 64, 1, 0, t)));
+  for (const Lens& l : {kEmpty, kShort, kDecode, kMixed}) c.push_back(dense_attention_case(attn(l, 4, 2, 64, 64, 1, 0, kBF16)));
+  c.push_back(dense_attention_case(attn({{40}, {400}}, 4, 2, 64, 128, 1, 0, kBF16)));
+  {
+    AttnParams p = attn(kPrefix, 4, 2, 64, 64, 1, 0, kF16);
+    p.shuffle = false;
+    p.scale = 0.3f;
+    c.push_back(dense_attention_case(p));
+  }
+}
+
+void add_full_selection(CaseList& c) {
+  // indexer_score: key dtypes x query dtypes, pools, modes, Qb, Di, Bs, batches.
+  struct KiVariant {
+    DType t;
+    bool scale;
+  };
+  for (KiVariant kv : {KiVariant{kBF16, false}, KiVariant{kF32, false}, KiVariant{kFP8, false}, KiVariant{kFP8, true}})
+    for (DType qt : kActs) {
+      AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 0, qt);
+      p.ki_dtype = kv.t;
+      p.ki_scale = kv.scale;
+      c.push_back(indexer_score_case(p));
+    }
+  for (Pool pool : {Pool::max, Pool::lse})
+    for (SelectionMode m : {SelectionMode::per_kv_head, SelectionMode::shared})
+      for (int Qb : {1, 64}) {
+        AttnParams p = attn({{100}, {300}}, 8, 2, 64, 64, Qb, 0, kBF16, m);
+        p.pool = pool;
+        c.push_back(indexer_score_case(p));
+      }
+  for (int Di : {64, 128})
+    for (int Bs : {64, 128}) {
+      AttnParams p = attn(kMixed, 8, 4, 64, Bs, 1, 0, kF32);
+      p.Di = Di;
+      c.push_back(indexer_score_case(p));
+    }
+  for (const Lens& l : {kEmpty, kShort, kPrefix}) c.push_back(indexer_score_case(attn(l, 8, 2, 64, 64, 1, 0, kBF16)));
+  {
+    AttnParams p = attn({{150}, {300}}, 8, 2, 64, 64, 128, 0, kF16);
+    p.shuffle = false;
+    p.scale = 0.05f;
+    c.push_back(indexer_score_case(p));
+  }
+  // block_topk: Qb, Bs, n_sink, n_local, k, modes, batches, special scores on and off.
+  const Lens long_batch{{64, 1, 0, 200}, {1000, 700, 50, 1300}};
+  for (int Qb : {1, 64, 128})
+    for (int n_sink : {0, 2})
+      for (int n_local : {0, 1, 2}) {
+        const int Bs = 64;
+        const int need = n_sink + (n_local > 0 ? n_local - 1 + std::max(1, Qb / Bs) : 0);
+        AttnParams p = attn(long_batch, 8, 2, 64, Bs, Qb, std::max(need, 4), kBF16);
+        p.n_sink = n_sink;
+        p.n_local = n_local;
+        c.push_back(block_topk_case(p));
+      }
+  for (SelectionMode m : {SelectionMode::per_kv_head, SelectionMode::shared})
+    for (int Bs : {64, 128})
+      for (bool special : {true, false}) {
+        AttnParams p = attn(long_batch, 8, 4, 64, Bs, 1, 6, kBF16, m);
+        p.special_scores = special;
+        c.push_back(block_topk_case(p));
+      }
+  for (const Lens& l : {kEmpty, kShort, kDecodeVarlen, kMixed}) {
+    c.push_back(block_topk_case(attn(l, 8, 2, 64, 64, 1, 1, kBF16)));
+    c.push_back(block_topk_case(attn(l, 8, 2, 64, 64, 1, 16, kBF16)));  // k >= blocks
+  }
+}
+
+void add_full_other(CaseList& c) {
+  // ViT: items of 1 to 9 temporal patches, D x dtype, window 4 (and 3).
+  VitParams v;
+  v.items = {{1, 2, 2}, {2, 1, 3}, {3, 2, 2}, {4, 2, 1}, {5, 2, 2}, {6, 1, 2}, {7, 2, 2}, {8, 1, 1}, {9, 2, 2}};
+  for (int D : {64, 80, 128})
+    for (DType t : kActs) {
+      v.D = D;
+      v.dtype = t;
+      c.push_back(patch_attention_3d_case(v));
+      v.in_place = t == kBF16;
+      c.push_back(rope_3d_case(v));
+      v.in_place = false;
+    }
+  v.D = 80;
+  v.window = 3;
+  v.scale = 0.2f;
+  c.push_back(patch_attention_3d_case(v));
+  // kv_append: dtypes x indexer-key variants, batches.
+  for (DType t : kActs) {
+    AttnParams p = attn(kMixed, 4, 2, 64, 64, 1, 0, t);
+    c.push_back(kv_append_case(p, false));
+    for (DType kt : {kBF16, kF32, kFP8}) {
+      p.ki_dtype = kt;
+      p.ki_scale = false;
+      c.push_back(kv_append_case(p, true));
+    }
+    p.ki_dtype = kFP8;
+    p.ki_scale = true;
+    c.push_back(kv_append_case(p, true));
+  }
+  for (const Lens& l : {kEmpty, kDecodeVarlen}) c.push_back(kv_append_case(attn(l, 4, 2, 80, 128, 1, 0, kBF16), true));
+  // Supporting ops over the three activation dtypes, odd sizes included.
+  for (DType t : kActs) {
+    for (bool bias : {false, true}) {
+      RowParams m = rows(5, 17, t, bias);
+      m.K = 33;
+      c.push_back(matmul_case(m));
+      m = rows(16, 64, t, bias);
+      m.K = 128;
+      c.push_back(matmul_case(m));
+    }
+    for (ops::NormKind kind : {ops::NormKind::plain, ops::NormKind::gemma})
+      for (bool wf32 : {false, true}) {
+        RowParams r = rows(4, 67, t, wf32);
+        r.kind = kind;
+        c.push_back(rms_norm_case(r));
+      }
+    c.push_back(rms_norm_case(rows(1, 128, t)));
+    for (bool bias : {false, true}) c.push_back(layer_norm_case(rows(4, 80, t, bias)));
+    for (int rd : {0, 32}) {
+      for (bool in_place : {false, true}) {
+        RowParams r = rows(9, 64, t, in_place);
+        r.H = 3;
+        r.rotary_dim = rd;
+        r.theta = rd ? 5e6f : 1e4f;
+        c.push_back(rope_case(r));
+      }
+    }
+    c.push_back(swiglu_case(rows(3, 67, t)));
+    c.push_back(gelu_case(rows(3, 67, t)));
+    c.push_back(add_case(rows(3, 67, t)));
+    c.push_back(add_case(rows(0, 8, t)));
+    c.push_back(embedding_case(rows(7, 33, t)));
+    c.push_back(scatter_visual_case(rows(40, 24, t)));
+    c.push_back(argmax_case(rows(7, 100, t, true)));
+    c.push_back(argmax_case(rows(3, 1000, t, false)));
+  }
+}
+
+// The benchmark shapes: the reference configuration at contexts 8K .. 1M (scaled).
+void add_perf(CaseList& c, double scale) {
+  const int Bs = 128;
+  auto scaled = [&](int64_t n, int64_t min) {
+    return static_cast<int32_t>(std::max<int64_t>(min, static_cast<int64_t>(std::llround(n * scale))));
+  };
+  auto ref = [&](Lens l, int Qb) {
+    AttnParams p = attn(std::move(l), 64, 4, 128, Bs, Qb, 16, kBF16);
+    p.Di = 128;
+    p.n_local = 1;
+    p.special_scores = false;  // scores as the indexer makes them
+    return p;
+  };
+  const int64_t chunk = scaled(8192, 16);
+  for (int64_t L : {int64_t{8} << 10, int64_t{32} << 10, int64_t{128} << 10, int64_t{512} << 10, int64_t{1} << 20}) {
+    const int32_t l = scaled(L, 16);
+    for (int batch : {1, 8}) {
+      const AttnParams p = ref({std::vector<int32_t>(static_cast<size_t>(batch), 1), std::vector<int32_t>(static_cast<size_t>(batch), l)}, 1);
+      c.push_back(indexer_score_case(p));
+      AttnParams p8 = p;
+      p8.ki_dtype = kFP8;
+      c.push_back(indexer_score_case(p8));
+      c.push_back(block_topk_case(p));
+      c.push_back(sparse_attention_case(p));
+      c.push_back(dense_attention_case(p));
+      c.push_back(msa_layer_case(p));
+      c.push_back(msa_layer_case(p8));
+    }
+    const int32_t q = static_cast<int32_t>(std::min<int64_t>(chunk, l));
+    AttnParams p = ref({{q}, {l}}, 1);
+    c.push_back(indexer_score_case(p));
+    c.push_back(block_topk_case(p));
+    c.push_back(sparse_attention_case(p));
+    p.correlated = true;
+    c.push_back(sparse_attention_case(p));
+    p.correlated = false;
+    c.push_back(dense_attention_case(p));
+    c.push_back(msa_layer_case(p));
+    AttnParams p64 = ref({{q}, {l}}, 64);
+    c.push_back(sparse_attention_case(p64));
+    c.push_back(msa_layer_case(p64));
+  }
+  // ViT: windows of 4 temporal patches of 32x32 patches (4096 tokens), two windows.
+  VitParams v;
+  const int32_t side = std::max<int32_t>(2, static_cast<int32_t>(std::lround(32 * std::sqrt(scale))));
+  v.items = {{8, side, side}};
+  v.H = 16;
+  v.D = 80;
+  c.push_back(patch_attention_3d_case(v));
+  c.push_back(rope_3d_case(v));
+}
+
+uint64_t name_seed(const Case& c) {
+  uint64_t h = 1469598103934665603ULL;
+  for (char ch : c.name() + "|" + c.vars()) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
+  return mix_seed(h, 0x6d7361);
+}
+
+}  // namespace
+
+bool matches_filter(std::string_view name, std::string_view filter) {
+  if (filter.empty()) return true;
+  size_t start = 0;
+  while (start <= filter.size()) {
+    const size_t end = std::min(filter.find(',', start), filter.size());
+    if (filter.substr(start, end - start) == name) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+CaseList make_cases(std::string_view set, std::string_view op_filter, double scale) {
+  CaseList all;
+  if (set == "quick") {
+    add_quick(all);
+  } else if (set == "full") {
+    add_full_attention(all);
+    add_full_selection(all);
+    add_full_other(all);
+  } else if (set == "perf") {
+    if (!(scale > 0) || scale > 1) throw Error("cases: perf scale must be in (0, 1], got " + std::to_string(scale));
+    add_perf(all, scale);
+  } else {
+    throw Error("cases: unknown case set '" + std::string(set) + "' (quick, full, perf)");
+  }
+  CaseList out;
+  for (auto& c : all) {
+    if (!matches_filter(c->name(), op_filter)) continue;
+    c->set_seed(name_seed(*c));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace msa::cases

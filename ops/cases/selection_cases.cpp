@@ -1,0 +1,146 @@
+// indexer_score and block_topk cases.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/cases/attention_cases.h"
+#include "ops/cases/attn_common.h"
+#include "ops/ops.h"
+
+namespace msa::cases {
+namespace {
+
+class IndexerCase : public Case {
+ public:
+  explicit IndexerCase(const AttnParams& p) : p_(p), batch_(p.q_len, p.kv_len, p.Qb) {}
+  hal::OpId op() const override { return hal::OpId::indexer_score; }
+  std::string vars() const override { return attn_vars(p_, VarsKind::indexer); }
+  double flops() const override { return 2.0 * p_.Di * p_.Hs() * dense_pairs(batch_); }
+  double bytes() const override {
+    const double es = static_cast<double>(hal::dtype_size(p_.dtype));
+    const double kes = static_cast<double>(hal::dtype_size(p_.ki_dtype));
+    const double T = static_cast<double>(batch_.T()), NQ = static_cast<double>(batch_.NQ());
+    const double mb = static_cast<double>(detail::max_blocks_of(batch_, p_.Bs) + 1);
+    return detail::valid_token_bytes(batch_, p_.Di * kes + (p_.ki_scale ? 4.0 : 0.0)) + T * p_.Hs() * p_.Di * es +
+           NQ * p_.Hs() * mb * 4.0;
+  }
+  CaseData make_data(uint64_t seed, bool perf) const override {
+    Rng rng(seed);
+    const Pages pages = make_pages(batch_, p_.Bs, rng, p_.shuffle);
+    CaseData d;
+    d.slots.push_back(detail::random_input("qi", p_.dtype, {batch_.T(), p_.Hs(), p_.Di}, rng, 2.0, perf));
+    d.slots.push_back(detail::cache_input("ki_cache", batch_, pages, 0, p_.Di, p_.ki_dtype, rng, 1.0, perf));
+    d.slots.push_back(p_.ki_scale ? detail::ki_scale_input(batch_, pages, rng, perf) : Slot::none("ki_scale"));
+    detail::push_index_slots(d, batch_, pages);
+    d.slots.push_back(Slot::output("block_score", hal::DType::f32, {batch_.NQ(), p_.Hs(), pages.max_blocks},
+                                   Compare::lse(p_.dtype)));
+    return d;
+  }
+  Launch bind(hal::Device& dev, const Bound& t) const override {
+    ops::IndexerScoreArgs a;
+    a.qi = t("qi");
+    a.ki_cache = t("ki_cache");
+    a.ki_scale = t("ki_scale");
+    a.block_table = t("block_table");
+    a.kv_len = t("kv_len");
+    a.cu_q = t("cu_q");
+    a.Qb = p_.Qb;
+    a.NQ = batch_.NQ();
+    a.mode = p_.mode;
+    a.scale = p_.scale;
+    a.pool = p_.pool;
+    a.block_score = t("block_score");
+    return make_launch(dev, op(), a, &ops::indexer_score);
+  }
+
+ private:
+  AttnParams p_;
+  Batch batch_;
+};
+
+// Scores [NQ][Hs][MB]: normal values, some rows quantised (ties), sprinkled with NaN,
+// -inf and signed zeros; entries past the valid blocks hold junk (+inf, huge, NaN) that
+// the op must ignore.
+hal::HostTensor topk_scores(const AttnParams& p, const Batch& batch, int64_t MB, Rng& rng, bool perf) {
+  const int64_t NQ = batch.NQ(), Hs = p.Hs();
+  hal::HostTensor t(hal::DType::f32, {NQ, Hs, MB});
+  float* s = t.data<float>();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t n = 0; n < NQ; ++n) {
+    const int64_t nvalid = batch.qblocks[static_cast<size_t>(n)].p1 / p.Bs + 1;
+    for (int64_t h = 0; h < Hs; ++h) {
+      float* row = s + (n * Hs + h) * MB;
+      const bool special = p.special_scores && !perf;
+      const bool ties = special && rng.chance(0.3);
+      const bool mostly_dead = special && rng.chance(0.1);  // few finite scores: block_cnt < k
+      for (int64_t c = 0; c < MB; ++c) {
+        float v = static_cast<float>(rng.normal());
+        if (ties) v = std::round(v * 2.0f) / 2.0f;
+        if (special) {
+          const double u = rng.uniform();
+          if (mostly_dead ? u < 0.8 : u < 0.05) v = -inf;
+          else if (u < (mostly_dead ? 0.9 : 0.09)) v = nan;
+          else if (u < 0.11) v = rng.chance(0.5) ? 0.0f : -0.0f;
+        }
+        if (c >= nvalid && special) {
+          const double u = rng.uniform();
+          v = u < 0.3 ? inf : u < 0.6 ? 1e30f : u < 0.8 ? nan : v;
+        }
+        row[c] = v;
+      }
+    }
+  }
+  return t;
+}
+
+class TopkCase : public Case {
+ public:
+  explicit TopkCase(const AttnParams& p) : p_(p), batch_(p.q_len, p.kv_len, p.Qb) {}
+  hal::OpId op() const override { return hal::OpId::block_topk; }
+  std::string vars() const override {
+    return attn_vars(p_, VarsKind::topk) + (p_.special_scores ? " scores=nan,-inf,ties" : "");
+  }
+  double flops() const override { return 0; }
+  double bytes() const override {
+    double valid = 0;
+    for (const QueryBlock& qb : batch_.qblocks) valid += static_cast<double>(qb.p1 / p_.Bs + 1);
+    return valid * p_.Hs() * 4.0 + static_cast<double>(batch_.NQ()) * p_.Hs() * (p_.k + 1) * 4.0;
+  }
+  CaseData make_data(uint64_t seed, bool perf) const override {
+    Rng rng(seed);
+    const int64_t MB = detail::max_blocks_of(batch_, p_.Bs) + 1;
+    CaseData d;
+    d.slots.push_back(Slot::input("block_score", topk_scores(p_, batch_, MB, rng, perf)));
+    d.slots.push_back(Slot::input("kv_len", batch_.kv_len_tensor()));
+    d.slots.push_back(Slot::input("cu_q", batch_.cu_q_tensor()));
+    d.slots.push_back(Slot::output("block_idx", hal::DType::i32, {batch_.NQ(), p_.Hs(), p_.k}, Compare::exact()));
+    d.slots.push_back(Slot::output("block_cnt", hal::DType::i32, {batch_.NQ(), p_.Hs()}, Compare::exact()));
+    return d;
+  }
+  Launch bind(hal::Device& dev, const Bound& t) const override {
+    ops::BlockTopkArgs a;
+    a.block_score = t("block_score");
+    a.kv_len = t("kv_len");
+    a.cu_q = t("cu_q");
+    a.Qb = p_.Qb;
+    a.NQ = batch_.NQ();
+    a.Bs = p_.Bs;
+    a.k = p_.k;
+    a.n_sink = p_.n_sink;
+    a.n_local = p_.n_local;
+    a.block_idx = t("block_idx");
+    a.block_cnt = t("block_cnt");
+    return make_launch(dev, op(), a, &ops::block_topk);
+  }
+
+ private:
+  AttnParams p_;
+  Batch batch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Case> indexer_score_case(const AttnParams& p) { return std::make_unique<IndexerCase>(p); }
+std::unique_ptr<Case> block_topk_case(const AttnParams& p) { return std::make_unique<TopkCase>(p); }
+
+}  // namespace msa::cases

@@ -1,0 +1,218 @@
+// Tests of the checker itself: a device whose kernels are cpu-ref's, deliberately broken
+// in one way at a time, must fail the cross-check (so the harness cannot silently pass);
+// the unbroken device and harmless differences must pass; refusals are skips.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "hal/error.h"
+#include "hal/host_device.h"
+#include "hal/registry.h"
+#include "ops/args.h"
+#include "ops/cases/case.h"
+#include "ops/cases/check.h"
+
+namespace msa::cases {
+namespace {
+
+using hal::OpId;
+
+enum class Fault {
+  none,
+  scale_out,      // out *= 1.01
+  tiny_out,       // out *= 1 + 1e-7 (within the f32 bound: must still pass)
+  nan_out,        // one out element NaN
+  skip,           // kernel not run: outputs stay poisoned
+  guard_after,    // one byte past the end of out
+  guard_before,   // one byte before lse
+  lse_off,        // lse += 1e-3 * max(1, |lse|)
+  lse_neg_inf,    // one finite lse set to -inf
+  write_input,    // one element of q changed
+  throws,         // the kernel throws msa::Error
+  swap_idx,       // two block_idx entries of one row swapped
+  drop_cnt,       // block_cnt[0] decremented
+};
+
+Fault g_fault = Fault::none;
+hal::KernelTable g_ref;  // cpu-ref's kernels, called by the faulty wrappers
+
+template <typename Args>
+void call_ref(OpId op, hal::Stream& s, const Args& a) {
+  g_ref[op].run(s, &a);
+}
+
+void scale_tensor(const hal::Tensor& t, double f) {
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float x = hal::load_as_f32(t.dtype, t.data<uint8_t>(), static_cast<size_t>(i));
+    hal::store_from_f32(t.dtype, t.data<uint8_t>(), static_cast<size_t>(i), static_cast<float>(x * f));
+  }
+}
+
+void faulty_sparse(hal::Stream& s, const ops::SparseAttentionArgs& a) {
+  if (g_fault == Fault::throws) throw Error("faulty kernel: deliberate failure");
+  if (g_fault != Fault::skip) call_ref(OpId::sparse_block_attention, s, a);
+  const int64_t n = a.out.numel();
+  float* lse = a.lse.data<float>();
+  switch (g_fault) {
+    case Fault::scale_out: scale_tensor(a.out, 1.01); break;
+    case Fault::tiny_out: scale_tensor(a.out, 1.0 + 1e-7); break;
+    case Fault::nan_out:
+      hal::store_from_f32(a.out.dtype, a.out.data<uint8_t>(), static_cast<size_t>(n / 2), std::nanf(""));
+      break;
+    case Fault::guard_after: a.out.data<uint8_t>()[a.out.nbytes()] ^= 0x01; break;
+    case Fault::guard_before: a.lse.data<uint8_t>()[-1] ^= 0x01; break;
+    case Fault::lse_off:
+      for (int64_t i = 0; i < a.lse.numel(); ++i)
+        if (std::isfinite(lse[i])) lse[i] += 1e-3f * std::max(1.0f, std::fabs(lse[i]));
+      break;
+    case Fault::lse_neg_inf:
+      for (int64_t i = 0; i < a.lse.numel(); ++i)
+        if (std::isfinite(lse[i])) {
+          lse[i] = -std::numeric_limits<float>::infinity();
+          break;
+        }
+      break;
+    case Fault::write_input: {
+      const float x = hal::load_as_f32(a.q.dtype, a.q.data<uint8_t>(), 0);
+      hal::store_from_f32(a.q.dtype, a.q.data<uint8_t>(), 0, x + 1.0f);
+      break;
+    }
+    default: break;
+  }
+}
+
+void faulty_topk(hal::Stream& s, const ops::BlockTopkArgs& a) {
+  call_ref(OpId::block_topk, s, a);
+  if (g_fault == Fault::swap_idx) {
+    int32_t* idx = a.block_idx.data<int32_t>();
+    const int64_t k = a.block_idx.dim(2);
+    for (int64_t r = 0; r < a.block_idx.numel() / k; ++r)
+      if (k >= 2 && idx[r * k] >= 0 && idx[r * k + 1] >= 0) {
+        std::swap(idx[r * k], idx[r * k + 1]);
+        break;
+      }
+  }
+  if (g_fault == Fault::drop_cnt && a.block_cnt.numel() > 0) a.block_cnt.data<int32_t>()[0] -= 1;
+}
+
+std::string refuse_add(const ops::AddArgs&) { return "refused by the test"; }
+
+// cpu-ref's kernels with sparse attention and top-k wrapped by the faults above, and add
+// refused through supports().
+std::unique_ptr<hal::Device> faulty_device() {
+  g_ref = hal::create_device("cpu-ref")->kernels();
+  hal::KernelTable t = g_ref;
+  t.set(OpId::sparse_block_attention, &faulty_sparse);
+  t.set(OpId::block_topk, &faulty_topk);
+  t.set_supports(OpId::add, &refuse_add);
+  return std::make_unique<hal::HostDevice>("faulty", "faulty", t, 1);
+}
+
+class Checker : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dev_ = faulty_device();
+    ref_ = hal::create_device("cpu-ref");
+  }
+  void TearDown() override { g_fault = Fault::none; }
+  // The first quick case of `op` whose vars contain `with`.
+  std::unique_ptr<Case> pick(const std::string& op, const std::string& with) {
+    for (auto& c : make_cases("quick", op))
+      if (c->vars().find(with) != std::string::npos) return std::move(c);
+    ADD_FAILURE() << "no quick " << op << " case with " << with;
+    return nullptr;
+  }
+  CheckResult run(Fault f, const Case& c) {
+    g_fault = f;
+    CheckResult r = c.check(*dev_, *ref_);
+    g_fault = Fault::none;
+    return r;
+  }
+  std::unique_ptr<hal::Device> dev_, ref_;
+};
+
+TEST_F(Checker, UnbrokenKernelsPass) {
+  for (const char* op : {"sparse_block_attention", "block_topk"})
+    for (const auto& c : make_cases("quick", op)) {
+      const CheckResult r = run(Fault::none, *c);
+      EXPECT_TRUE(r.passed && !r.skipped) << op << " [" << c->vars() << "]: " << r.message;
+    }
+}
+
+TEST_F(Checker, HarmlessDifferencePasses) {
+  auto c = pick("sparse_block_attention", "dtype=f32");
+  ASSERT_TRUE(c);
+  const CheckResult r = run(Fault::tiny_out, *c);
+  EXPECT_TRUE(r.passed) << r.message;
+  EXPECT_GT(r.worst_error, 0.0);
+  EXPECT_LE(r.worst_error, r.tolerance);
+}
+
+struct FaultCase {
+  Fault fault;
+  const char* dtype;
+  const char* expect;  // a word the message must contain
+};
+
+class CheckerDetects : public Checker, public ::testing::WithParamInterface<FaultCase> {};
+
+TEST_P(CheckerDetects, SparseAttentionFault) {
+  const FaultCase& fc = GetParam();
+  auto c = pick("sparse_block_attention", std::string("dtype=") + fc.dtype);
+  ASSERT_TRUE(c);
+  const CheckResult r = run(fc.fault, *c);
+  EXPECT_FALSE(r.passed) << "fault not detected: " << r.message;
+  EXPECT_FALSE(r.skipped);
+  EXPECT_NE(r.message.find(fc.expect), std::string::npos) << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, CheckerDetects,
+    ::testing::Values(FaultCase{Fault::scale_out, "f32", "out"}, FaultCase{Fault::scale_out, "bf16", "out"},
+                      FaultCase{Fault::nan_out, "bf16", "nan"}, FaultCase{Fault::skip, "f32", "nan"},
+                      FaultCase{Fault::guard_after, "bf16", "guard byte 0 after"},
+                      FaultCase{Fault::guard_before, "f32", "guard byte 1 before"},
+                      FaultCase{Fault::lse_off, "f32", "lse"}, FaultCase{Fault::lse_neg_inf, "bf16", "infinity"},
+                      FaultCase{Fault::write_input, "bf16", "input modified"},
+                      FaultCase{Fault::throws, "f32", "deliberate failure"}),
+    [](const ::testing::TestParamInfo<FaultCase>& i) { return "fault" + std::to_string(i.index) + "_" + i.param.dtype; });
+
+TEST_F(Checker, DetectsWrongSelection) {
+  for (Fault f : {Fault::swap_idx, Fault::drop_cnt}) {
+    auto c = pick("block_topk", "");
+    ASSERT_TRUE(c);
+    const CheckResult r = run(f, *c);
+    EXPECT_FALSE(r.passed) << r.message;
+    EXPECT_NE(r.message.find("differ"), std::string::npos) << r.message;
+  }
+}
+
+TEST_F(Checker, RefusalIsASkipNotAFailure) {
+  auto c = pick("add", "");
+  ASSERT_TRUE(c);
+  const CheckResult r = run(Fault::none, *c);
+  EXPECT_TRUE(r.skipped);
+  EXPECT_TRUE(r.passed);
+  EXPECT_NE(r.message.find("refused by the test"), std::string::npos) << r.message;
+}
+
+// run_check counts failures, marks the op and lists each failing case with its vars.
+TEST_F(Checker, RunCheckReportsFailures) {
+  g_fault = Fault::scale_out;
+  std::ostringstream out;
+  const int failed = run_check(*dev_, "quick", "sparse_block_attention", out);
+  g_fault = Fault::none;
+  EXPECT_EQ(failed, static_cast<int>(make_cases("quick", "sparse_block_attention").size())) << out.str();
+  EXPECT_NE(out.str().find("FAIL"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("FAILED sparse_block_attention [B="), std::string::npos) << out.str();
+
+  std::ostringstream clean;
+  EXPECT_EQ(run_check(*dev_, "quick", "block_topk,add", clean), 0) << clean.str();
+  EXPECT_NE(clean.str().find("skipped add: skipped (refused by the test)"), std::string::npos) << clean.str();
+}
+
+}  // namespace
+}  // namespace msa::cases
