@@ -150,6 +150,20 @@ void add_full_attention(CaseList& c) {
     p.correlated = true;
     c.push_back(sparse_attention_case(p));
   }
+  // The reference configuration (M3) at small contexts, and longer chunks (GPU backends
+  // split the KV range or tile queries only past some size).
+  {
+    AttnParams m3 = attn({{1, 1}, {2500, 1900}}, 64, 4, 128, 128, 1, 16, kBF16);
+    m3.Di = 128;
+    c.push_back(sparse_attention_case(m3));
+    c.push_back(dense_attention_case(m3));
+    c.push_back(indexer_score_case(m3));
+    c.push_back(block_topk_case(m3));
+    m3.ki_dtype = kFP8;
+    c.push_back(indexer_score_case(m3));
+    for (int Qb : {1, 64}) c.push_back(sparse_attention_case(attn({{128}, {700}}, 8, 2, 64, 64, Qb, 4, kBF16)));
+    c.push_back(dense_attention_case(attn({{128}, {700}}, 4, 2, 64, 64, 1, 0, kF16)));
+  }
   // Dense.
   for (const auto& g : groups) c.push_back(dense_attention_case(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 0, kF32)));
   for (int D : {64, 80, 128})

@@ -1,8 +1,9 @@
-// Every backend msa knows, cross-checked against cpu-ref on the quick cases, one test per
-// (backend, op). A backend that is not compiled in or has no device is skipped with its
+// Every backend msa knows, cross-checked against cpu-ref on the quick cases (the full set
+// with MSA_CROSSCHECK_SET=full), one test per (backend, op). A backend that is not compiled in or has no device is skipped with its
 // reason; a case the backend refuses (supports()) is reported and not a failure.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <tuple>
 
@@ -32,12 +33,18 @@ std::string unavailable(const std::string& backend) {
   return "backend " + backend + " is unknown to the registry";
 }
 
+// MSA_CROSSCHECK_SET=full runs the full set instead of the quick one.
+const char* case_set() {
+  const char* s = std::getenv("MSA_CROSSCHECK_SET");
+  return s != nullptr && *s != 0 ? s : "quick";
+}
+
 class CrossCheck : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(CrossCheck, QuickCasesMatchReference) {
   const auto& [backend, op] = GetParam();
   if (std::string why = unavailable(backend); !why.empty()) GTEST_SKIP() << why;
-  const CaseList cases = make_cases("quick", op);
+  const CaseList cases = make_cases(case_set(), op);
   if (cases.empty()) GTEST_SKIP() << "no quick case for " << op;
   auto dev = hal::create_device(backend);
   auto ref = hal::create_device("cpu-ref");
