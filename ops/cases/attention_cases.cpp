@@ -114,6 +114,22 @@ hal::HostTensor selections(const AttnParams& p, const Batch& batch, uint64_t see
       }
     }
   }
+  if (p.empty_sel) {
+    // Empty selections must give out = 0 and lse = -inf; keeping only the last block of
+    // a query block that spans several leaves its earlier queries with nothing.
+    int32_t* bi = idx.data<int32_t>();
+    for (int64_t r = 0; r < batch.NQ() * p.Hs(); ++r) {
+      int32_t* row = bi + r * p.k;
+      const double u = rng.uniform();
+      if (u < 0.25) {
+        std::fill(row, row + p.k, -1);
+      } else if (u < 0.5 && p.Qb > p.Bs) {
+        const int32_t last = static_cast<int32_t>(batch.qblocks[static_cast<size_t>(r / p.Hs())].p1 / p.Bs);
+        std::fill(row, row + p.k, -1);
+        row[0] = last;
+      }
+    }
+  }
   return idx;
 }
 
@@ -125,6 +141,7 @@ class SparseCase : public Case {
     std::string v = attn_vars(p_, VarsKind::sparse);
     if (p_.correlated) v += " select=walk";
     if (p_.oob_idx) v += " idx=out_of_range";
+    if (p_.empty_sel) v += " select=some_empty";
     return v;
   }
   double flops() const override {

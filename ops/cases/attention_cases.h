@@ -24,6 +24,8 @@ struct AttnParams {
   bool shuffle = true;                           // shuffled page order
   bool correlated = false;                       // sparse: slowly drifting selections
   bool oob_idx = false;                          // sparse: entries past the sequence's blocks
+  bool empty_sel = false;                        // sparse: some selections empty (out 0, lse -inf)
+                                                 // or, for Qb > Bs, only the last block
   bool special_scores = true;                    // topk: NaN, -inf, ties, +-0
   // Hi / Hs for the mode.
   int Hs() const { return mode == ops::SelectionMode::shared ? 1 : Hkv; }

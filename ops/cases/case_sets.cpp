@@ -56,9 +56,14 @@ const Lens kPrefix{{40}, {170}};                      // prefill on a cached pre
 const Lens kMixed{{5, 0, 30}, {5, 90, 100}};          // from empty, q_len = 0, prefix
 const Lens kEmpty{{}, {}};                            // B = 0
 const Lens kShort{{3}, {10}};                         // one partial block
+const Lens kEmptySeq{{2, 0, 1}, {2, 0, 70}};          // a sequence with nothing cached
 
 void add_quick(CaseList& c) {
-  c.push_back(sparse_attention_case(attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16)));
+  {
+    AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
+    p.empty_sel = true;
+    c.push_back(sparse_attention_case(p));
+  }
   {
     AttnParams p = attn(kPrefix, 4, 2, 64, 64, 1, 2, kF32);
     p.correlated = true;
@@ -137,7 +142,13 @@ void add_full_attention(CaseList& c) {
     c.push_back(sparse_attention_case(attn(kMixed, 4, 2, 64, 64, 1, 2, kF32, m)));
     c.push_back(sparse_attention_case(attn(kMixed, 4, 2, 64, 64, 64, 2, kBF16, m)));
   }
-  for (const Lens& l : {kEmpty, kShort, kDecode}) c.push_back(sparse_attention_case(attn(l, 4, 2, 64, 64, 1, 2, kBF16)));
+  for (const Lens& l : {kEmpty, kShort, kDecode, kEmptySeq})
+    c.push_back(sparse_attention_case(attn(l, 4, 2, 64, 64, 1, 2, kBF16)));
+  for (int Qb : {1, 128}) {
+    AttnParams p = attn({{150}, {300}}, 4, 2, 64, 64, Qb, 3, kF32);
+    p.empty_sel = true;
+    c.push_back(sparse_attention_case(p));
+  }
   {
     AttnParams p = attn(kMixed, 4, 2, 64, 64, 1, 2, kBF16);
     p.oob_idx = true;
@@ -168,7 +179,8 @@ void add_full_attention(CaseList& c) {
   for (const auto& g : groups) c.push_back(dense_attention_case(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 0, kF32)));
   for (int D : {64, 80, 128})
     for (DType t : kActs) c.push_back(dense_attention_case(attn(kPrefix, 4, 2, D, 64, 1, 0, t)));
-  for (const Lens& l : {kEmpty, kShort, kDecode, kMixed}) c.push_back(dense_attention_case(attn(l, 4, 2, 64, 64, 1, 0, kBF16)));
+  for (const Lens& l : {kEmpty, kShort, kDecode, kMixed, kEmptySeq})
+    c.push_back(dense_attention_case(attn(l, 4, 2, 64, 64, 1, 0, kBF16)));
   c.push_back(dense_attention_case(attn({{40}, {400}}, 4, 2, 64, 128, 1, 0, kBF16)));
   {
     AttnParams p = attn(kPrefix, 4, 2, 64, 64, 1, 0, kF16);
@@ -204,7 +216,8 @@ void add_full_selection(CaseList& c) {
       p.Di = Di;
       c.push_back(indexer_score_case(p));
     }
-  for (const Lens& l : {kEmpty, kShort, kPrefix}) c.push_back(indexer_score_case(attn(l, 8, 2, 64, 64, 1, 0, kBF16)));
+  for (const Lens& l : {kEmpty, kShort, kPrefix, kEmptySeq})
+    c.push_back(indexer_score_case(attn(l, 8, 2, 64, 64, 1, 0, kBF16)));
   {
     AttnParams p = attn({{150}, {300}}, 8, 2, 64, 64, 128, 0, kF16);
     p.shuffle = false;
@@ -230,7 +243,7 @@ void add_full_selection(CaseList& c) {
         p.special_scores = special;
         c.push_back(block_topk_case(p));
       }
-  for (const Lens& l : {kEmpty, kShort, kDecodeVarlen, kMixed}) {
+  for (const Lens& l : {kEmpty, kShort, kDecodeVarlen, kMixed, kEmptySeq}) {
     c.push_back(block_topk_case(attn(l, 8, 2, 64, 64, 1, 1, kBF16)));
     c.push_back(block_topk_case(attn(l, 8, 2, 64, 64, 1, 16, kBF16)));  // k >= blocks
   }
@@ -266,7 +279,8 @@ void add_full_other(CaseList& c) {
     p.ki_scale = true;
     c.push_back(kv_append_case(p, true));
   }
-  for (const Lens& l : {kEmpty, kDecodeVarlen}) c.push_back(kv_append_case(attn(l, 4, 2, 80, 128, 1, 0, kBF16), true));
+  for (const Lens& l : {kEmpty, kDecodeVarlen, kEmptySeq})
+    c.push_back(kv_append_case(attn(l, 4, 2, 80, 128, 1, 0, kBF16), true));
   // Supporting ops over the three activation dtypes, odd sizes included.
   for (DType t : kActs) {
     for (bool bias : {false, true}) {
