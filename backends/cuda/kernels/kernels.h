@@ -1,0 +1,37 @@
+// Entry points of the CUDA backend's kernels, one per op (kernels/portable/<op>.cu; the
+// tuned CUDA-only variants are selected inside these). table.cpp registers them.
+#pragma once
+#include "backends/cuda/vendor.h"
+#include "hal/stream.h"
+#include "ops/args.h"
+
+namespace msa::MSA_GPU_NS {
+
+void indexer_score(hal::Stream&, const ops::IndexerScoreArgs&);
+void block_topk(hal::Stream&, const ops::BlockTopkArgs&);
+void sparse_block_attention(hal::Stream&, const ops::SparseAttentionArgs&);
+void dense_attention(hal::Stream&, const ops::DenseAttentionArgs&);
+void patch_attention_3d(hal::Stream&, const ops::PatchAttention3dArgs&);
+void kv_append(hal::Stream&, const ops::KvAppendArgs&);
+void matmul(hal::Stream&, const ops::MatmulArgs&);
+void rms_norm(hal::Stream&, const ops::RmsNormArgs&);
+void layer_norm(hal::Stream&, const ops::LayerNormArgs&);
+void rope(hal::Stream&, const ops::RopeArgs&);
+void rope_3d(hal::Stream&, const ops::Rope3dArgs&);
+void swiglu(hal::Stream&, const ops::SwigluArgs&);
+void gelu(hal::Stream&, const ops::GeluArgs&);
+void add(hal::Stream&, const ops::AddArgs&);
+void embedding(hal::Stream&, const ops::EmbeddingArgs&);
+void scatter_visual(hal::Stream&, const ops::ScatterVisualArgs&);
+void argmax(hal::Stream&, const ops::ArgmaxArgs&);
+
+// Largest block_score row block_topk handles (its keys live in shared memory).
+inline constexpr int kTopkMaxBlocks = 32768;
+
+#if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
+// CUDA-only: y = x W^T (+ bias) through cuBLAS (kernels/cuda_only/cublas_matmul.cu).
+// Returns false when this dtype is not routed to cuBLAS.
+bool cublas_matmul(hal::Stream&, const ops::MatmulArgs&);
+#endif
+
+}  // namespace msa::MSA_GPU_NS

@@ -1,0 +1,261 @@
+// indexer_score: block_score[qb][h][c] = max (or log-sum-exp) over the valid tokens s of
+// KV block c of scale_i * qi[t][h] . ki[s] (* ki_scale[s]), maximised over the query
+// block's tokens t; -inf where nothing is valid.
+//
+// Decode-first design: one warp streams one KV block (Bs x Di keys, contiguous) at a
+// time with 16-byte loads (8 for fp8), NI loads in flight per lane; lanes split each key row into
+// 16-byte chunks (CPR lanes per row) and hold qi for 4 heads in registers. The CPR
+// partial dot products of NI rows x 4 heads are combined by a reduce-scatter butterfly
+// (about 2 shuffles per row instead of 4 log2(CPR)), so each lane ends with a few finished
+// (row, head) logits, pooled into per-lane running stats; a warp reduction per head at
+// the block's end gives the score. The block max is pooled in-kernel: only
+// [NQ][Hi][max_blocks] floats are written. No shared memory, no block barriers.
+#include <cfloat>
+
+#include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/portable/launch.cuh"
+#include "backends/cuda/kernels/portable/seq.cuh"
+#include "hal/op_id.h"
+
+namespace msa::MSA_GPU_NS {
+namespace {
+
+constexpr int kThreads = 256, kWarpsPerBlock = kThreads / kWarp, kHC = 4;
+
+struct IndexerParams {
+  Batch bt;
+  const void* qi = nullptr;  // [T][Hi][Di]
+  int qi_dt = 0;
+  const void* ki = nullptr;  // [P][Bs][Di]
+  const float* ki_scale = nullptr;
+  float* out = nullptr;      // [NQ][Hi][max_blocks]
+  int Qb = 1;
+  int64_t NQ = 0;
+  int Hi = 1, Di = 0;
+  float scale = 1.0f;
+  bool pool_lse = false;
+  int splits = 1;            // blocks of the grid per query block
+};
+
+// One butterfly stage: lanes with bit `o` set keep the upper half of v and send the
+// lower half to their partner, which does the opposite; both add what they receive.
+template <int HALF, int N>
+__device__ __forceinline__ void rs_stage(float (&v)[N], int lane, int o) {
+  const bool upper = (lane & o) != 0;
+#pragma unroll
+  for (int i = 0; i < HALF; ++i) {
+    const float send = upper ? v[i] : v[i + HALF];
+    const float keep = upper ? v[i + HALF] : v[i];
+    v[i] = keep + __shfl_xor_sync(MSA_FULL_MASK, send, o, kWarp);
+  }
+}
+
+// Key chunk loaded per lane: 16 bytes, 8 for fp8 (keeps qi at 8 floats per head).
+template <int KDT> struct KeyLoad {
+  using V = uint4;
+  static __device__ __forceinline__ V zero() { return make_uint4(0, 0, 0, 0); }
+  static __device__ __forceinline__ V load(const void* p) { return __ldg(static_cast<const uint4*>(p)); }
+};
+template <> struct KeyLoad<kFP8> {
+  using V = uint2;
+  static __device__ __forceinline__ V zero() { return make_uint2(0, 0); }
+  static __device__ __forceinline__ V load(const void* p) { return __ldg(static_cast<const uint2*>(p)); }
+};
+
+template <int KDT, int DI>
+__global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
+  using KT = typename Elem<KDT>::T;
+  using KL = KeyLoad<KDT>;
+  using LV = typename KL::V;
+  constexpr int E = int(sizeof(LV) / sizeof(KT));  // elements per lane chunk
+  constexpr int CPR = DI / E;                      // lanes per key row
+  static_assert(CPR >= 1 && CPR <= kWarp, "row must fit a warp");
+  constexpr int RPI = kWarp / CPR;                 // rows per load instruction
+  constexpr int NI = 8;                            // loads in flight per lane
+  constexpr int N = NI * kHC;                      // partial sums per lane
+  static_assert(N >= CPR, "reduce-scatter needs N >= CPR");
+  constexpr int NV = N / CPR;                      // finished logits per lane per batch
+  constexpr int ROWS = NI * RPI;                   // rows per batch
+  constexpr int LOG_CPR = CPR >= 32 ? 5 : CPR >= 16 ? 4 : CPR >= 8 ? 3 : CPR >= 4 ? 2 : CPR >= 2 ? 1 : 0;
+
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int64_t qb = blockIdx.x / p.splits;
+  const int split = blockIdx.x % p.splits;
+  const int wid = split * kWarpsPerBlock + warp, nw = p.splits * kWarpsPerBlock;
+  const int Bs = p.bt.Bs, MB = p.bt.max_blocks;
+  const float ninf = -FLT_MAX * 2.0f;
+
+  const QBlock q = locate_qblock(p.bt, p.Qb, qb, p.NQ, blockIdx.x == 0);
+  const int nblk = q.ntok > 0 ? (q.kv + Bs - 1) / Bs : 0;
+  const int plast = q.p0 + q.ntok - 1;
+  const int clast = q.ntok > 0 ? min(nblk - 1, plast / Bs) : -1;  // later blocks are causal-masked
+
+  const int cc = lane % CPR, rsub = lane / CPR;
+  const bool col_ok = cc * E < p.Di;
+  // Offset of this lane's finished values in the flattened (it, h) index space.
+  int voff = 0;
+#pragma unroll
+  for (int s = 0; s < LOG_CPR; ++s)
+    if (lane & (CPR >> (s + 1))) voff += N >> (s + 1);
+
+  float qv[kHC][E];
+  int loaded_t = -1, loaded_h = -1;
+  const KT* ki = static_cast<const KT*>(p.ki);
+
+  for (int c = wid; c < MB; c += nw) {
+    float* orow = p.out + qb * int64_t{p.Hi} * MB + c;
+    if (c > clast) {
+      for (int h = lane; h < p.Hi; h += kWarp) orow[int64_t{h} * MB] = ninf;
+      continue;
+    }
+    const int64_t page = page_of(p.bt, q.b, c);
+    for (int h0 = 0; h0 < p.Hi; h0 += kHC) {
+      float best[kHC];
+#pragma unroll
+      for (int h = 0; h < kHC; ++h) best[h] = ninf;
+      if (page >= 0) {
+        for (int ti = 0; ti < q.ntok; ++ti) {
+          const int pos = q.p0 + ti;
+          const int lim = min(q.kv - 1, pos) - c * Bs;  // last valid row of this block for this token
+          if (lim < 0) continue;
+          const int t = q.t0 + ti;
+          if (t != loaded_t || h0 != loaded_h) {
+#pragma unroll
+            for (int h = 0; h < kHC; ++h)
+#pragma unroll
+              for (int e = 0; e < E; ++e) {
+                const int d = cc * E + e;
+                qv[h][e] = (h0 + h < p.Hi && d < p.Di)
+                               ? load_any(p.qi, p.qi_dt, (int64_t{t} * p.Hi + h0 + h) * p.Di + d) * p.scale
+                               : 0.0f;
+              }
+            loaded_t = t;
+            loaded_h = h0;
+          }
+          float rm[kHC], rs[kHC];
+#pragma unroll
+          for (int h = 0; h < kHC; ++h) {
+            rm[h] = ninf;
+            rs[h] = 0.0f;
+          }
+          const KT* kb = ki + page * Bs * int64_t{p.Di};
+          for (int rb = 0; rb <= lim; rb += ROWS) {
+            LV raw[NI];
+#pragma unroll
+            for (int it = 0; it < NI; ++it) {
+              const int row = rb + it * RPI + rsub;
+              raw[it] = (row < Bs && col_ok) ? KL::load(kb + int64_t{row} * p.Di + cc * E) : KL::zero();
+            }
+            float v[N];
+#pragma unroll
+            for (int it = 0; it < NI; ++it) {
+              float kf[E];
+              const KT* ke = reinterpret_cast<const KT*>(&raw[it]);
+#pragma unroll
+              for (int e = 0; e < E; ++e) kf[e] = Elem<KDT>::load(ke[e]);
+#pragma unroll
+              for (int h = 0; h < kHC; ++h) {
+                float a = 0.0f;
+#pragma unroll
+                for (int e = 0; e < E; ++e) a = fmaf(qv[h][e], kf[e], a);
+                v[it * kHC + h] = a;
+              }
+            }
+            // Reduce-scatter across the CPR lanes of a row group.
+            if constexpr (LOG_CPR >= 1) rs_stage<N / 2>(v, lane, CPR / 2);
+            if constexpr (LOG_CPR >= 2) rs_stage<N / 4>(v, lane, CPR / 4);
+            if constexpr (LOG_CPR >= 3) rs_stage<N / 8>(v, lane, CPR / 8);
+            if constexpr (LOG_CPR >= 4) rs_stage<N / 16>(v, lane, CPR / 16);
+            if constexpr (LOG_CPR >= 5) rs_stage<N / 32>(v, lane, CPR / 32);
+#pragma unroll
+            for (int j = 0; j < NV; ++j) {
+              const int idx = voff + j, it = idx / kHC, hh = idx % kHC;
+              const int row = rb + it * RPI + rsub;
+              if (row > lim) continue;
+              float l = v[j];
+              if (p.ki_scale != nullptr) l *= p.ki_scale[page * Bs + row];
+#pragma unroll
+              for (int h = 0; h < kHC; ++h) {
+                if (h != hh) continue;
+                if (p.pool_lse) {
+                  const float m = fmaxf(rm[h], l);
+                  rs[h] = rs[h] * expf(rm[h] - m) + expf(l - m);
+                  rm[h] = m;
+                } else {
+                  rm[h] = fmaxf(rm[h], l);
+                }
+              }
+            }
+          }
+#pragma unroll
+          for (int h = 0; h < kHC; ++h) {
+            const float m = warp_max(rm[h]);
+            float score = m;
+            if (p.pool_lse) {
+              const float sum = warp_sum(m == ninf ? 0.0f : rs[h] * expf(rm[h] - m));
+              score = m == ninf ? ninf : m + logf(sum);
+            }
+            best[h] = fmaxf(best[h], score);
+          }
+        }
+      }
+      if (lane < kHC && h0 + lane < p.Hi) {
+        float b = best[0];
+#pragma unroll
+        for (int h = 1; h < kHC; ++h)
+          if (lane == h) b = best[h];
+        orow[int64_t{h0 + lane} * MB] = b;
+      }
+    }
+  }
+}
+
+template <int KDT, int DI>
+void launch(const IndexerParams& p, unsigned grid, cudaStream_t s) {
+  indexer_kernel<KDT, DI><<<grid, kThreads, 0, s>>>(p);
+}
+
+}  // namespace
+
+void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
+  if (a.NQ == 0) return;
+  auto& st = gpu_stream(s);
+  IndexerParams p;
+  p.bt.cu_q = a.cu_q.data<int32_t>();
+  p.bt.kv_len = a.kv_len.data<int32_t>();
+  p.bt.block_table = a.block_table.data<int32_t>();
+  p.bt.B = static_cast<int>(a.kv_len.dim(0));
+  p.bt.T = static_cast<int>(a.qi.dim(0));
+  p.bt.max_blocks = static_cast<int>(a.block_table.dim(1));
+  p.bt.Bs = static_cast<int>(a.ki_cache.dim(1));
+  p.bt.P = a.ki_cache.dim(0);
+  p.bt.flag = st.error_flag();
+  p.bt.op = static_cast<int>(hal::OpId::indexer_score);
+  p.qi = a.qi.data<void>();
+  p.qi_dt = dt_code(a.qi.dtype);
+  p.ki = a.ki_cache.data<void>();
+  p.ki_scale = a.ki_scale.present() ? a.ki_scale.data<float>() : nullptr;
+  p.out = a.block_score.data<float>();
+  p.Qb = a.Qb;
+  p.NQ = a.NQ;
+  p.Hi = static_cast<int>(a.qi.dim(1));
+  p.Di = static_cast<int>(a.qi.dim(2));
+  p.scale = a.scale;
+  p.pool_lse = a.pool == ops::Pool::lse;
+  if (p.bt.max_blocks == 0) return;
+  // Enough warps to fill the GPU: ~32 per SM, each owning a strided set of KV blocks.
+  const int64_t want_warps = int64_t{st.props().sm_count} * 32;
+  const int64_t warps_per_qb = std::clamp<int64_t>((want_warps + a.NQ - 1) / a.NQ, 1, p.bt.max_blocks);
+  p.splits = static_cast<int>((warps_per_qb + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const unsigned grid = static_cast<unsigned>(a.NQ * p.splits);
+  const bool small = p.Di <= 64;
+  switch (a.ki_cache.dtype) {
+    case hal::DType::bf16: small ? launch<kBF16, 64>(p, grid, st.native()) : launch<kBF16, 128>(p, grid, st.native()); break;
+    case hal::DType::f32: small ? launch<kF32, 64>(p, grid, st.native()) : launch<kF32, 128>(p, grid, st.native()); break;
+    case hal::DType::fp8_e4m3: small ? launch<kFP8, 64>(p, grid, st.native()) : launch<kFP8, 128>(p, grid, st.native()); break;
+    default: throw Error("cuda: indexer_score: unexpected ki_cache dtype");
+  }
+  MSA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace msa::MSA_GPU_NS

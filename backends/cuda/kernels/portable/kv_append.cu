@@ -1,0 +1,103 @@
+// kv_append: token i of sequence b goes to position kv_len[b] - q_len[b] + i, i.e. slot
+// pos % Bs of page block_table[b][pos / Bs]. One block per token: K and V rows of every
+// KV head are copied (same dtype), the indexer key is converted to ki_cache's dtype; fp8
+// keys with a ki_scale get the per-token scale amax/448 (1 for an all-zero row).
+#include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/portable/launch.cuh"
+#include "backends/cuda/kernels/portable/seq.cuh"
+#include "hal/op_id.h"
+
+namespace msa::MSA_GPU_NS {
+namespace {
+
+struct AppendParams {
+  Batch bt;
+  const uint16_t* k = nullptr;  // [T][Hkv][D] as 2-byte units
+  const uint16_t* v = nullptr;
+  uint16_t* k_cache = nullptr;  // [P][Hkv][Bs][D]
+  uint16_t* v_cache = nullptr;
+  int64_t row_units = 0;        // D * esize / 2
+  int Hkv = 0;
+  const void* ki = nullptr;     // [T][Di]
+  int ki_dt = 0;
+  void* ki_cache = nullptr;     // [P][Bs][Di]
+  int kic_dt = 0;
+  float* ki_scale = nullptr;    // [P][Bs]
+  int Di = 0;
+};
+
+__global__ void kv_append_kernel(AppendParams p) {
+  __shared__ float scratch[32];
+  const int t = blockIdx.x;
+  if (blockIdx.x == 0) {  // validate every sequence once
+    for (int b = threadIdx.x; b < p.bt.B; b += blockDim.x) load_seq(p.bt, b);
+  }
+  const int b = seq_of_token(p.bt, t);
+  if (b < 0) return;
+  const Seq sq = load_seq(p.bt, b, false);
+  if (!sq.ok) return;
+  const int pos = sq.kv - sq.qlen + (t - sq.q0);
+  const int c = pos / p.bt.Bs, slot = pos % p.bt.Bs;
+  if (c >= p.bt.max_blocks) return;
+  const int64_t page = page_of(p.bt, b, c);  // all threads read it; flag raised by each (idempotent)
+  if (page < 0) return;
+  const int64_t n = p.row_units * p.Hkv;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const int64_t h = i / p.row_units, e = i % p.row_units;
+    const int64_t dst = ((page * p.Hkv + h) * p.bt.Bs + slot) * p.row_units + e;
+    p.k_cache[dst] = p.k[int64_t{t} * n + i];
+    p.v_cache[dst] = p.v[int64_t{t} * n + i];
+  }
+  if (p.ki == nullptr) return;
+  const int64_t src = int64_t{t} * p.Di, dst = (page * p.bt.Bs + slot) * int64_t{p.Di};
+  float scale = 1.0f;
+  if (p.ki_scale != nullptr) {
+    float amax = 0.0f;
+    for (int i = threadIdx.x; i < p.Di; i += blockDim.x) amax = fmaxf(amax, fabsf(load_any(p.ki, p.ki_dt, src + i)));
+    amax = block_max(amax, scratch);
+    scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+    if (threadIdx.x == 0) p.ki_scale[page * p.bt.Bs + slot] = scale;
+  }
+  for (int i = threadIdx.x; i < p.Di; i += blockDim.x) {
+    float x = load_any(p.ki, p.ki_dt, src + i);
+    if (p.ki_scale != nullptr) x = x / scale;
+    store_any(p.ki_cache, p.kic_dt, dst + i, x);
+  }
+}
+
+}  // namespace
+
+void kv_append(hal::Stream& s, const ops::KvAppendArgs& a) {
+  const int64_t T = a.k.dim(0);
+  if (T == 0) return;
+  auto& st = gpu_stream(s);
+  AppendParams p;
+  p.bt.cu_q = a.cu_q.data<int32_t>();
+  p.bt.kv_len = a.kv_len.data<int32_t>();
+  p.bt.block_table = a.block_table.data<int32_t>();
+  p.bt.B = static_cast<int>(a.kv_len.dim(0));
+  p.bt.T = static_cast<int>(T);
+  p.bt.max_blocks = static_cast<int>(a.block_table.dim(1));
+  p.bt.Bs = static_cast<int>(a.k_cache.dim(2));
+  p.bt.P = a.k_cache.dim(0);
+  p.bt.flag = st.error_flag();
+  p.bt.op = static_cast<int>(hal::OpId::kv_append);
+  p.k = a.k.data<uint16_t>();
+  p.v = a.v.data<uint16_t>();
+  p.k_cache = a.k_cache.data<uint16_t>();
+  p.v_cache = a.v_cache.data<uint16_t>();
+  p.row_units = a.k.dim(2) * static_cast<int64_t>(hal::dtype_size(a.k.dtype)) / 2;
+  p.Hkv = static_cast<int>(a.k.dim(1));
+  if (a.ki_cache.present()) {
+    p.ki = a.ki.data<void>();
+    p.ki_dt = dt_code(a.ki.dtype);
+    p.ki_cache = a.ki_cache.data<void>();
+    p.kic_dt = dt_code(a.ki_cache.dtype);
+    p.ki_scale = a.ki_scale.present() ? a.ki_scale.data<float>() : nullptr;
+    p.Di = static_cast<int>(a.ki_cache.dim(2));
+  }
+  kv_append_kernel<<<static_cast<unsigned>(T), 128, 0, st.native()>>>(p);
+  MSA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace msa::MSA_GPU_NS

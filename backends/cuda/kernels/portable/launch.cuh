@@ -1,0 +1,41 @@
+// Host-side launch helpers shared by the portable kernels: dtype dispatch, grid sizing,
+// and the row/column split of a tensor.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/check.h"
+#include "backends/cuda/common.cuh"
+#include "backends/cuda/stream.h"
+#include "hal/dtype.h"
+#include "hal/error.h"
+#include "hal/tensor.h"
+
+namespace msa::MSA_GPU_NS {
+
+inline int dt_code(hal::DType t) { return static_cast<int>(t); }
+
+// Runs BODY with `constexpr int DT` bound to the activation dtype t (f32, f16, bf16).
+#define MSA_DISPATCH_ACT(t, DT, ...)                                              \
+  switch (t) {                                                                    \
+    case ::msa::hal::DType::f32: { constexpr int DT = kF32; __VA_ARGS__; } break; \
+    case ::msa::hal::DType::f16: { constexpr int DT = kF16; __VA_ARGS__; } break; \
+    case ::msa::hal::DType::bf16: { constexpr int DT = kBF16; __VA_ARGS__; } break; \
+    default: throw ::msa::Error(std::string("cuda: unexpected dtype ") + ::msa::hal::dtype_name(t)); \
+  }
+
+inline int64_t last_dim(const hal::Tensor& t) { return t.rank == 0 ? 1 : t.dim(-1); }
+inline int64_t leading_rows(const hal::Tensor& t) {
+  int64_t r = 1;
+  for (int i = 0; i + 1 < t.rank; ++i) r *= t.shape[i];
+  return r;
+}
+
+// Blocks for a grid-stride loop over n elements.
+inline unsigned grid_for(int64_t n, int threads, const DeviceProps& p) {
+  const int64_t want = (n + threads - 1) / threads;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(want, int64_t{p.sm_count} * 16)));
+}
+
+}  // namespace msa::MSA_GPU_NS

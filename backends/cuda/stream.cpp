@@ -1,0 +1,138 @@
+// Stream and Event of the CUDA backend: async copies on one non-blocking stream, the
+// device-side validation flag, and the stream-ordered workspace.
+#include "backends/cuda/stream.h"
+
+#include <algorithm>
+#include <string>
+
+#include "backends/cuda/check.h"
+#include "backends/cuda/error_flags.h"
+#include "hal/op_id.h"
+
+namespace msa::MSA_GPU_NS {
+
+void throw_gpu_error(cudaError_t err, const char* what, const char* file, int line) {
+  std::string f = file;
+  if (auto slash = f.rfind('/'); slash != std::string::npos) f = f.substr(slash + 1);
+  throw Error(std::string(MSA_VENDOR_NAME) + ": " + what + " failed: " + cudaGetErrorString(err) +
+              " (error " + std::to_string(static_cast<int>(err)) + ", " + f + ":" + std::to_string(line) + ")");
+}
+
+Event::Event(int device_index) {
+  MSA_CUDA_CHECK(cudaSetDevice(device_index));
+  MSA_CUDA_CHECK(cudaEventCreate(&event_));
+}
+
+Event::~Event() {
+  if (event_ != nullptr) cudaEventDestroy(event_);
+}
+
+double Event::elapsed_ms(const hal::Event& start) const {
+  const auto* s = dynamic_cast<const Event*>(&start);
+  if (s == nullptr) throw Error(std::string(MSA_VENDOR_NAME) + ": Event::elapsed_ms: start event is not from this backend");
+  float ms = 0.0f;
+  MSA_CUDA_CHECK(cudaEventElapsedTime(&ms, s->event_, event_));
+  return ms;
+}
+
+Stream::Stream(std::string device_name, const DeviceProps& props) : name_(std::move(device_name)), props_(props) {
+  MSA_CUDA_CHECK(cudaSetDevice(props_.index));
+  MSA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MSA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), 2 * sizeof(int)));
+  MSA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_flag_), 2 * sizeof(int)));
+  MSA_CUDA_CHECK(cudaMemsetAsync(flag_, 0, 2 * sizeof(int), stream_));
+  MSA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+Stream::~Stream() {
+  // No throwing from here: best effort.
+  cudaSetDevice(props_.index);
+  if (ws_ != nullptr) cudaFreeAsync(ws_, stream_);
+  for (auto& e : ext_) e.reset();
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (flag_ != nullptr) cudaFree(flag_);
+  if (host_flag_ != nullptr) cudaFreeHost(host_flag_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void Stream::activate() const {
+  int cur = -1;
+  MSA_CUDA_CHECK(cudaGetDevice(&cur));
+  if (cur != props_.index) MSA_CUDA_CHECK(cudaSetDevice(props_.index));
+}
+
+void Stream::upload(const hal::Tensor& dst, const void* src) {
+  const size_t n = dst.nbytes();
+  if (n == 0) return;
+  activate();
+  // From pageable memory this returns once `src` has been staged: src is reusable.
+  MSA_CUDA_CHECK(cudaMemcpyAsync(dst.data<char>(), src, n, cudaMemcpyHostToDevice, stream_));
+}
+
+void Stream::download(void* dst, const hal::Tensor& src) {
+  const size_t n = src.nbytes();
+  activate();
+  if (n != 0) MSA_CUDA_CHECK(cudaMemcpyAsync(dst, src.data<char>(), n, cudaMemcpyDeviceToHost, stream_));
+  MSA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void Stream::copy(const hal::Tensor& dst, const hal::Tensor& src) {
+  if (dst.nbytes() != src.nbytes())
+    throw Error(name_ + ": copy: dst " + dst.str() + " and src " + src.str() + " differ in size");
+  if (dst.nbytes() == 0) return;
+  activate();
+  MSA_CUDA_CHECK(cudaMemcpyAsync(dst.data<char>(), src.data<char>(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+}
+
+void Stream::fill_bytes(const hal::Tensor& dst, uint8_t byte) {
+  if (dst.nbytes() == 0) return;
+  activate();
+  MSA_CUDA_CHECK(cudaMemsetAsync(dst.data<char>(), byte, dst.nbytes(), stream_));
+}
+
+void Stream::record(hal::Event& event) {
+  auto* e = dynamic_cast<Event*>(&event);
+  if (e == nullptr) throw Error(name_ + ": record: event is not from this backend");
+  activate();
+  MSA_CUDA_CHECK(cudaEventRecord(e->native(), stream_));
+}
+
+void Stream::synchronize() {
+  activate();
+  MSA_CUDA_CHECK(cudaMemcpyAsync(host_flag_, flag_, 2 * sizeof(int), cudaMemcpyDeviceToHost, stream_));
+  MSA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const unsigned bits = static_cast<unsigned>(host_flag_[0]);
+  if (bits == 0) return;
+  const int op = host_flag_[1] - 1;
+  MSA_CUDA_CHECK(cudaMemsetAsync(flag_, 0, 2 * sizeof(int), stream_));
+  MSA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  host_flag_[0] = host_flag_[1] = 0;
+  std::string msg = name_ + ": invalid index data found on the device";
+  if (op >= 0 && op < hal::kOpCount) msg += std::string(" by ") + hal::op_name(static_cast<hal::OpId>(op));
+  msg += ":";
+  for (unsigned b = 1; b != 0; b <<= 1)
+    if (bits & b) msg += std::string(" ") + error_bit_text(b) + ";";
+  msg += " (the bad entries were skipped)";
+  throw Error(msg);
+}
+
+void* Stream::workspace(size_t bytes) {
+  if (bytes <= ws_bytes_) return ws_;
+  activate();
+  size_t want = ws_bytes_ == 0 ? bytes : std::max(bytes, ws_bytes_ + ws_bytes_ / 2);
+  want = (want + 4095) & ~size_t{4095};
+  if (ws_ != nullptr) MSA_CUDA_CHECK(cudaFreeAsync(ws_, stream_));
+  ws_ = nullptr;
+  ws_bytes_ = 0;
+  cudaError_t err = cudaMallocAsync(&ws_, want, stream_);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    ws_ = nullptr;
+    throw Error(name_ + ": out of device memory for a workspace of " + std::to_string(want) + " bytes: " +
+                cudaGetErrorString(err));
+  }
+  ws_bytes_ = want;
+  return ws_;
+}
+
+}  // namespace msa::MSA_GPU_NS

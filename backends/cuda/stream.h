@@ -1,0 +1,87 @@
+// The GPU stream, event and device-property types of the CUDA backend (also compiled for
+// HIP through vendor.h). Kernels reach the native stream, the device-side error flag,
+// the device's properties and the stream-ordered workspace through gpu_stream(s).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backends/cuda/vendor.h"
+#include "hal/event.h"
+#include "hal/stream.h"
+
+namespace msa::MSA_GPU_NS {
+
+// What kernels need to know about the device, read once at open.
+struct DeviceProps {
+  int index = 0;                 // CUDA device ordinal
+  std::string name;              // "NVIDIA H200"
+  int sm_count = 1;              // multiprocessors
+  int cc_major = 0, cc_minor = 0;
+  size_t smem_optin = 48 * 1024; // max dynamic shared memory per block after opt-in
+  size_t l2_bytes = 0;
+  size_t memory_bytes = 0;
+  bool native_tier = false;      // tuned CUDA-only kernels allowed (MSA_CUDA_TIER != portable)
+};
+
+class Event final : public hal::Event {
+ public:
+  explicit Event(int device_index);
+  ~Event() override;
+  double elapsed_ms(const hal::Event& start) const override;
+  cudaEvent_t native() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+class Stream final : public hal::Stream {
+ public:
+  // `device_name` ("cuda:0") prefixes error messages.
+  Stream(std::string device_name, const DeviceProps& props);
+  ~Stream() override;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  void upload(const hal::Tensor& dst, const void* src) override;
+  void download(void* dst, const hal::Tensor& src) override;
+  void copy(const hal::Tensor& dst, const hal::Tensor& src) override;
+  void fill_bytes(const hal::Tensor& dst, uint8_t byte) override;
+  void record(hal::Event& event) override;
+  // Waits, then raises (and clears) the device-side validation flag as msa::Error.
+  void synchronize() override;
+
+  // Makes this stream's device current (cheap when it already is).
+  void activate() const;
+  cudaStream_t native() const { return stream_; }
+  // int[2] in device memory: see error_flags.h.
+  int* error_flag() const { return flag_; }
+  const DeviceProps& props() const { return props_; }
+  const std::string& device_name() const { return name_; }
+  // Scratch of at least `bytes`, valid for work enqueued until the next call (every op
+  // runs in stream order, so one op's scratch is free once the next op asks). Grows
+  // stream-ordered (cudaFreeAsync/cudaMallocAsync, graph-capturable); never shrinks.
+  void* workspace(size_t bytes);
+  // Per-stream state of CUDA-only kernel files (the cuBLAS handle), created lazily.
+  std::shared_ptr<void>& extension(int slot) { return ext_[slot]; }
+
+ private:
+  std::string name_;
+  DeviceProps props_;
+  cudaStream_t stream_ = nullptr;
+  int* flag_ = nullptr;       // device
+  int* host_flag_ = nullptr;  // pinned
+  void* ws_ = nullptr;
+  size_t ws_bytes_ = 0;
+  std::shared_ptr<void> ext_[2];
+};
+
+// The CUDA stream behind a hal::Stream of this backend (made current).
+inline Stream& gpu_stream(hal::Stream& s) {
+  auto& g = static_cast<Stream&>(s);
+  g.activate();
+  return g;
+}
+
+}  // namespace msa::MSA_GPU_NS
