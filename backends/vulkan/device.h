@@ -1,0 +1,52 @@
+// hal::Device for Vulkan ("vulkan:N"): owns the context (logical device + compute
+// queue), the pipeline cache, the device error-flag buffer and the default stream.
+// Buffers handed out are hal::Buffer objects whose handle() is an Allocation*.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backends/vulkan/context.h"
+#include "backends/vulkan/memory.h"
+#include "backends/vulkan/pipelines.h"
+#include "hal/device.h"
+
+namespace msa::vulkan {
+
+class VulkanStream;
+
+class VulkanDevice : public hal::Device {
+ public:
+  explicit VulkanDevice(int index);
+  ~VulkanDevice() override;
+
+  std::string name() const override { return "vulkan:" + std::to_string(index_); }
+  hal::DeviceInfo info() const override;
+  hal::BufferPtr alloc(size_t bytes) override;
+  hal::Stream& stream() override;
+  std::unique_ptr<hal::Event> create_event() override;
+  const hal::KernelTable& kernels() const override { return table_; }
+
+  const Context& ctx() const { return *ctx_; }
+  const Caps& caps() const { return ctx_->caps; }
+  PipelineCache& pipelines() { return *pipelines_; }
+  VulkanStream& vk_stream() { return *stream_; }
+  // Host-visible words, one per OpId, that kernels atomicOr DeviceErrorBits into.
+  Allocation* error_flags() const { return errors_; }
+  // A small device buffer bound in place of absent optional tensors.
+  Allocation* dummy() const { return dummy_; }
+
+ private:
+  int index_;
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<PipelineCache> pipelines_;
+  Allocation* errors_ = nullptr;
+  Allocation* dummy_ = nullptr;
+  std::unique_ptr<VulkanStream> stream_;
+  hal::KernelTable table_;
+};
+
+// The VulkanDevice a tensor lives on; throws msa::Error naming `what` if it is absent
+// or not a Vulkan buffer.
+VulkanDevice& device_of(const hal::Tensor& t, const char* what);
+
+}  // namespace msa::vulkan

@@ -1,0 +1,52 @@
+// One compute dispatch: binds the op's tensors to bindings 1, 2, ... (in call order;
+// binding 0 is the error-flag buffer), pushes the op's push-constant struct and
+// dispatches a linear number of workgroups (split over x and y; shaders recover the
+// linear id with wg_linear() and bound it by their count).
+//
+// Tensor offsets: a descriptor range must start at a multiple of
+// minStorageBufferOffsetAlignment, so each tensor is bound from its offset rounded down
+// to that alignment and bind() returns the remaining element offset, which the kernel
+// passes in its push constants. A binding larger than maxStorageBufferRange is refused.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/device.h"
+#include "hal/op_id.h"
+#include "hal/stream.h"
+
+namespace msa::vulkan {
+
+class Launch {
+ public:
+  // `shader` is the embedded SPIR-V name; error flags go to the word of `op`.
+  Launch(hal::Stream& stream, std::string shader, hal::OpId op);
+
+  // Binds `t` (or the dummy buffer when absent) and returns its element offset within
+  // the binding, in units of its dtype (bytes for fp8). Throws msa::Error naming `what`.
+  uint32_t bind(const hal::Tensor& t, const char* what);
+  // Binds a whole allocation (temporary tables); element offset 0.
+  void bind_raw(Allocation* a, uint64_t bytes);
+
+  // Records the dispatch of `groups` workgroups (nothing when 0).
+  template <typename PushConstants>
+  void run(const PushConstants& pc, uint64_t groups) {
+    run_raw(&pc, sizeof(PushConstants), groups);
+  }
+
+ private:
+  void run_raw(const void* pc, uint32_t pc_bytes, uint64_t groups);
+
+  VulkanStream& stream_;
+  VulkanDevice& dev_;
+  std::string shader_;
+  hal::OpId op_;
+  std::vector<VkDescriptorBufferInfo> infos_;
+};
+
+// "" when every present tensor fits one storage-buffer binding of `dev` (and 16-bit
+// tensors are supported), else the reason; for the kernels' supports() predicates.
+std::string check_bindable(const VulkanDevice& dev, std::initializer_list<const hal::Tensor*> ts);
+
+}  // namespace msa::vulkan

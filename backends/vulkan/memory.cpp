@@ -1,0 +1,76 @@
+#include "backends/vulkan/memory.h"
+
+#include <string>
+
+#include "hal/error.h"
+
+namespace msa::vulkan {
+namespace {
+
+// A memory type allowed by `bits` with all `want` flags, preferring `prefer` as well.
+int find_memory_type(const VkPhysicalDeviceMemoryProperties& mem, uint32_t bits,
+                     VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) {
+  int fallback = -1;
+  for (uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
+    if ((bits & (1u << i)) == 0) continue;
+    const VkMemoryPropertyFlags f = mem.memoryTypes[i].propertyFlags;
+    if ((f & want) != want) continue;
+    if ((f & prefer) == prefer) return static_cast<int>(i);
+    if (fallback < 0) fallback = static_cast<int>(i);
+  }
+  return fallback;
+}
+
+}  // namespace
+
+Allocation* create_allocation(const Context& ctx, uint64_t bytes, MemoryKind kind) {
+  auto* a = new Allocation();
+  a->size = bytes < 16 ? 16 : (bytes + 15) / 16 * 16;
+  auto fail = [&](const std::string& why) {
+    destroy_allocation(ctx, a);
+    throw Error("vulkan: cannot allocate " + std::to_string(bytes) + " bytes of " +
+                (kind == MemoryKind::device_local ? "device" : "staging") + " memory on " +
+                ctx.caps.name + ": " + why);
+  };
+  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bci.size = a->size;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkResult r = vkCreateBuffer(ctx.device, &bci, nullptr, &a->buffer);
+  if (r != VK_SUCCESS) fail("vkCreateBuffer: " + result_name(r));
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(ctx.device, a->buffer, &req);
+  int type = -1;
+  if (kind == MemoryKind::device_local) {
+    type = find_memory_type(ctx.memory, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    if (type < 0) type = find_memory_type(ctx.memory, req.memoryTypeBits, 0, 0);
+  } else {
+    type = find_memory_type(ctx.memory, req.memoryTypeBits,
+                            VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                            VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  }
+  if (type < 0) fail("no suitable memory type");
+  VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  mai.allocationSize = req.size;
+  mai.memoryTypeIndex = static_cast<uint32_t>(type);
+  r = vkAllocateMemory(ctx.device, &mai, nullptr, &a->memory);
+  if (r != VK_SUCCESS) fail("vkAllocateMemory: " + result_name(r));
+  r = vkBindBufferMemory(ctx.device, a->buffer, a->memory, 0);
+  if (r != VK_SUCCESS) fail("vkBindBufferMemory: " + result_name(r));
+  if (kind == MemoryKind::host_staging) {
+    r = vkMapMemory(ctx.device, a->memory, 0, VK_WHOLE_SIZE, 0, &a->mapped);
+    if (r != VK_SUCCESS) fail("vkMapMemory: " + result_name(r));
+  }
+  return a;
+}
+
+void destroy_allocation(const Context& ctx, Allocation* a) {
+  if (a == nullptr) return;
+  if (a->mapped != nullptr) vkUnmapMemory(ctx.device, a->memory);
+  if (a->buffer != VK_NULL_HANDLE) vkDestroyBuffer(ctx.device, a->buffer, nullptr);
+  if (a->memory != VK_NULL_HANDLE) vkFreeMemory(ctx.device, a->memory, nullptr);
+  delete a;
+}
+
+}  // namespace msa::vulkan

@@ -1,0 +1,108 @@
+// Push-constant structs, one per shader, mirrored field for field (all 4-byte scalars,
+// so the C++ and std430 layouts agree) by the `PushConstants` block of the shader named
+// in each comment. off_* are element offsets returned by Launch::bind().
+#pragma once
+#include <cstdint>
+
+namespace msa::vulkan {
+
+// shaders/attention.comp
+struct AttentionPC {
+  uint32_t off_q, off_k, off_v, off_bt, off_kvlen, off_cuq, off_idx, off_out, off_lse;
+  uint32_t T, Hq, Hkv, D, P, Bs, max_blocks, B, Qb, NQ, k, Hs;
+  float scale;
+};
+static_assert(sizeof(AttentionPC) == 22 * 4);
+
+// shaders/patch_attention.comp
+struct PatchAttentionPC {
+  uint32_t off_q, off_k, off_v, off_items, off_out, off_lse;
+  uint32_t N, H, D, n_items, window;
+  float scale;
+};
+static_assert(sizeof(PatchAttentionPC) == 12 * 4);
+
+// shaders/indexer_score.comp
+struct IndexerScorePC {
+  uint32_t off_qi, off_ki, off_kis, off_bt, off_kvlen, off_cuq, off_out;
+  uint32_t T, Hi, Di, P, Bs, mb_table, mb_out, B, Qb, NQ, has_scale, pool_lse;
+  float scale;
+};
+static_assert(sizeof(IndexerScorePC) == 20 * 4);
+
+// shaders/block_topk.comp
+struct BlockTopkPC {
+  uint32_t off_score, off_kvlen, off_cuq, off_idx, off_cnt;
+  uint32_t B, Hs, MB, Qb, NQ, Bs, k, n_sink, n_local;
+};
+static_assert(sizeof(BlockTopkPC) == 14 * 4);
+
+// shaders/kv_append_kv.comp
+struct KvAppendKvPC {
+  uint32_t off_k, off_v, off_bt, off_kvlen, off_cuq, off_kc, off_vc;
+  uint32_t T, Hkv, D, P, Bs, max_blocks, B;
+};
+static_assert(sizeof(KvAppendKvPC) == 14 * 4);
+
+// shaders/kv_append_ki.comp
+struct KvAppendKiPC {
+  uint32_t off_ki, off_bt, off_kvlen, off_cuq, off_kic, off_kis;
+  uint32_t T, Di, P, Bs, max_blocks, B, has_scale;
+};
+static_assert(sizeof(KvAppendKiPC) == 13 * 4);
+
+// shaders/matmul.comp
+struct MatmulPC {
+  uint32_t off_x, off_w, off_b, off_y;
+  uint32_t M, N, K, has_bias, tiles_n;
+};
+static_assert(sizeof(MatmulPC) == 9 * 4);
+
+// shaders/norm.comp (rms_norm and layer_norm)
+struct NormPC {
+  uint32_t off_x, off_w, off_b, off_y;
+  uint32_t M, N;
+  float eps;
+  uint32_t flag;  // rms_norm: gemma; layer_norm: has bias
+};
+static_assert(sizeof(NormPC) == 8 * 4);
+
+// shaders/rope.comp (rope and rope_3d)
+struct RopePC {
+  uint32_t off_x, off_pos, off_y;
+  uint32_t T, H, D;
+  uint32_t half_dim;
+  uint32_t npair;
+};
+static_assert(sizeof(RopePC) == 8 * 4);
+
+// shaders/eltwise.comp (add, swiglu, gelu)
+struct EltwisePC {
+  uint32_t off_a, off_b, off_y;
+  uint32_t n;
+};
+static_assert(sizeof(EltwisePC) == 4 * 4);
+
+// shaders/embedding.comp
+struct EmbeddingPC {
+  uint32_t off_table, off_ids, off_y;
+  uint32_t V, H, T;
+};
+static_assert(sizeof(EmbeddingPC) == 6 * 4);
+
+// shaders/scatter_visual.comp
+struct ScatterVisualPC {
+  uint32_t off_tokens, off_vis, off_x;
+  uint32_t T, Nv, H;
+  int32_t placeholder;
+};
+static_assert(sizeof(ScatterVisualPC) == 7 * 4);
+
+// shaders/argmax.comp
+struct ArgmaxPC {
+  uint32_t off_x, off_idx;
+  uint32_t M, N;
+};
+static_assert(sizeof(ArgmaxPC) == 4 * 4);
+
+}  // namespace msa::vulkan
