@@ -1,0 +1,287 @@
+// indexer_score (docs/spec.md): block_score[qb][h][c] = max over the queries of query
+// block qb of the pooled (max or log-sum-exp) logits scale_i * qi.ki over the valid,
+// causal tokens of key block c; -inf where no token is valid.
+//
+// Prefill (many rows per group): rows in vector lanes, each converted key block reused
+// by all rows through the broadcast-FMA panels of attention_core-inl.h. Decode (a few
+// rows): dot products along Di, keys streamed once, row by row of the block.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/indexer_score.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/attention_core-inl.h"
+#include "backends/cpu/indexer_plan.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/scratch.h"
+#include "hal/dtype.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace msa::cpu {
+namespace HWY_NAMESPACE {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Pools the logits of rows [r0, r0 + NV*N) over keys j < nk (s[j][lane]) into pooled[].
+// Keys at positions kpos0 + j > lim[r] are excluded.
+template <int NV>
+HWY_INLINE void PoolLanes(const float* HWY_RESTRICT s, size_t lds, size_t nk, float kpos0,
+                          const float* HWY_RESTRICT lim, bool lse, float* HWY_RESTRICT pooled) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const VF neg_inf = hn::Set(df, kNegInf);
+  for (int v = 0; v < NV; ++v) {
+    const VF lv = hn::LoadU(df, lim + v * N);
+    VF mx = neg_inf;
+    for (size_t j = 0; j < nk; ++j) {
+      const VF kp = hn::Set(df, kpos0 + static_cast<float>(j));
+      mx = hn::Max(mx, hn::IfThenElse(hn::Gt(kp, lv), neg_inf, hn::LoadU(df, s + j * lds + v * N)));
+    }
+    if (lse) {
+      const VF m_use = hn::IfThenElse(hn::Eq(mx, neg_inf), hn::Zero(df), mx);
+      VF sum = hn::Zero(df);
+      for (size_t j = 0; j < nk; ++j) {
+        const VF kp = hn::Set(df, kpos0 + static_cast<float>(j));
+        const VF x = hn::IfThenElse(hn::Gt(kp, lv), neg_inf, hn::LoadU(df, s + j * lds + v * N));
+        sum = hn::Add(sum, hn::Exp(df, hn::Sub(x, m_use)));
+      }
+      // sum >= 1 wherever mx is finite; rows with nothing valid stay -inf.
+      mx = hn::IfThenElse(hn::Eq(mx, neg_inf), neg_inf, hn::Add(mx, hn::Log(df, sum)));
+    }
+    hn::StoreU(mx, df, pooled + v * N);
+  }
+}
+
+// Pooled values of one key tile (k [nk][Di] f32) for every row of a GEMM-style group.
+HWY_INLINE void ScoreTileRows(const float* qt, size_t rpad, const float* lim, const float* k, size_t nk,
+                              size_t Di, float kpos0, bool lse, float* s, float* pooled) {
+  const size_t N = hn::Lanes(DF());
+  const size_t lds = kTileVecs * N;
+  for (size_t r0 = 0; r0 < rpad; r0 += kTileVecs * N) {
+    const size_t nv = std::min<size_t>(kTileVecs, (rpad - r0) / N);
+    switch (nv) {
+      case 1: QkTile<1>(qt + r0, rpad, k, nk, Di, s, lds); PoolLanes<1>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0); break;
+      case 2: QkTile<2>(qt + r0, rpad, k, nk, Di, s, lds); PoolLanes<2>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0); break;
+      case 3: QkTile<3>(qt + r0, rpad, k, nk, Di, s, lds); PoolLanes<3>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0); break;
+      default: QkTile<4>(qt + r0, rpad, k, nk, Di, s, lds); PoolLanes<4>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0); break;
+    }
+  }
+}
+
+// Logits of NR rows (q [NR][Di] f32, scaled) against keys j < nk of one block, two keys
+// at a time for independent FMA chains: logit[rr][j].
+template <int NR, typename T>
+HWY_INLINE void DotLogits(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, size_t nk, size_t Di,
+                          const float* HWY_RESTRICT kscale, float* HWY_RESTRICT logit, size_t ldl) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const size_t dv = Di / N * N;
+  size_t j = 0;
+  for (; j < nk; j += 2) {
+    const bool two = j + 1 < nk;
+    const T* k0 = k + j * Di;
+    const T* k1 = two ? k0 + Di : k0;
+    VF a0[NR], a1[NR];
+    for (int rr = 0; rr < NR; ++rr) a0[rr] = a1[rr] = hn::Zero(df);
+    for (size_t d = 0; d < dv; d += N) {
+      const VF x0 = LoadF32(df, k0 + d), x1 = LoadF32(df, k1 + d);
+      for (int rr = 0; rr < NR; ++rr) {
+        const VF qv = hn::LoadU(df, q + rr * Di + d);
+        a0[rr] = hn::MulAdd(x0, qv, a0[rr]);
+        a1[rr] = hn::MulAdd(x1, qv, a1[rr]);
+      }
+    }
+    for (int rr = 0; rr < NR; ++rr) {
+      float s0 = hn::GetLane(hn::SumOfLanes(df, a0[rr]));
+      float s1 = hn::GetLane(hn::SumOfLanes(df, a1[rr]));
+      for (size_t d = dv; d < Di; ++d) {
+        s0 += q[rr * Di + d] * ToF32(k0[d]);
+        s1 += q[rr * Di + d] * ToF32(k1[d]);
+      }
+      if (kscale != nullptr) {
+        s0 *= kscale[j];
+        if (two) s1 *= kscale[j + 1];
+      }
+      logit[rr * ldl + j] = s0;
+      if (two) logit[rr * ldl + j + 1] = s1;
+    }
+  }
+}
+
+// Pools logits [0, n) of one row (n = the row's valid keys in the block).
+HWY_INLINE float PoolRow(const float* x, size_t n, bool lse) {
+  float mx = kNegInf;
+  for (size_t j = 0; j < n; ++j) mx = std::max(mx, x[j]);
+  if (!lse || mx == kNegInf) return mx;
+  float sum = 0.0f;
+  for (size_t j = 0; j < n; ++j) sum += std::exp(x[j] - mx);
+  return mx + std::log(sum);
+}
+
+template <typename T>
+void RunTask(const IndexerPlan& p, const IndexerPlan::Task& task) {
+  const IndexerPlan::Group& grp = p.groups[static_cast<size_t>(task.group)];
+  const SeqInfo& seq = p.batch.seqs[static_cast<size_t>(grp.seq)];
+  const size_t Di = static_cast<size_t>(p.Di), Hi = static_cast<size_t>(p.Hi);
+  const size_t Bs = static_cast<size_t>(p.Bs);
+  const size_t N = hn::Lanes(DF());
+  const size_t ntok = static_cast<size_t>(grp.t_end - grp.t_begin);
+  const size_t rows = ntok * Hi;
+  const bool dot = static_cast<int64_t>(rows) <= kIdxDotRows;
+  const size_t rpad = (rows + 15) / 16 * 16;
+
+  // Queries (scaled): dot -> q[r][Di]; GEMM -> qt[d][rpad]. Row r = (token i, head h).
+  float* q = scratch_floats(0, Di * rpad);
+  float* lim = scratch_floats(1, rpad);
+  float* pooled = scratch_floats(2, rpad);
+  for (size_t i = 0; i < ntok; ++i) {
+    const int64_t t = grp.t_begin + static_cast<int64_t>(i);
+    for (size_t h = 0; h < Hi; ++h) {
+      const size_t r = i * Hi + h;
+      const size_t src = (static_cast<size_t>(t) * Hi + h) * Di;
+      for (size_t d = 0; d < Di; ++d) {
+        const float x = hal::load_as_f32(p.q_dtype, p.qi, src + d) * p.scale;
+        if (dot) q[r * Di + d] = x; else q[d * rpad + r] = x;
+      }
+      lim[r] = static_cast<float>(seq.pos0 + (t - seq.q_begin));
+    }
+  }
+  if (!dot)
+    for (size_t r = rows; r < rpad; ++r) {
+      for (size_t d = 0; d < Di; ++d) q[d * rpad + r] = 0.0f;
+      lim[r] = lim[rows - 1];
+    }
+  const float max_lim = *std::max_element(lim, lim + rows);
+  float* ktile = dot ? nullptr : scratch_floats(3, Bs * Di);
+  float* s = scratch_floats(4, std::max(Bs * kTileVecs * N, Bs * static_cast<size_t>(kIdxDotRows)));
+
+  const T* ki = static_cast<const T*>(p.ki);
+  const int64_t c0 = task.chunk * kIdxChunkBlocks;
+  const int64_t c1 = std::min(grp.n_blocks, c0 + kIdxChunkBlocks);
+  for (int64_t c = c0; c < c1; ++c) {
+    const int64_t page = p.block_table[grp.seq * p.max_blocks + c];
+    const float kpos0 = static_cast<float>(c * p.Bs);
+    // Keys past the group's last query are never valid: do not read them.
+    const size_t nk = static_cast<size_t>(std::min<int64_t>(
+        std::min<int64_t>(p.Bs, seq.kv_len - c * p.Bs), static_cast<int64_t>(max_lim) + 1 - c * p.Bs));
+    const T* kb = ki + static_cast<size_t>(page) * Bs * Di;
+    const float* ks = p.ki_scale != nullptr ? p.ki_scale + static_cast<size_t>(page) * Bs : nullptr;
+    if (dot) {
+      for (size_t r0 = 0; r0 < rows; r0 += 4) {
+        const size_t nr = std::min<size_t>(4, rows - r0);
+        switch (nr) {
+          case 1: DotLogits<1>(q + r0 * Di, kb, nk, Di, ks, s, Bs); break;
+          case 2: DotLogits<2>(q + r0 * Di, kb, nk, Di, ks, s, Bs); break;
+          case 3: DotLogits<3>(q + r0 * Di, kb, nk, Di, ks, s, Bs); break;
+          default: DotLogits<4>(q + r0 * Di, kb, nk, Di, ks, s, Bs); break;
+        }
+        for (size_t rr = 0; rr < nr; ++rr) {
+          const float visible = lim[r0 + rr] + 1.0f - kpos0;  // keys of this row in the block
+          const size_t n = visible <= 0.0f ? 0 : std::min(nk, static_cast<size_t>(visible));
+          pooled[r0 + rr] = PoolRow(s + rr * Bs, n, p.pool_lse);
+        }
+      }
+    } else {
+      ConvertRows(kb, Di, nk, Di, ks, ktile);
+      ScoreTileRows(q, rpad, lim, ktile, nk, Di, kpos0, p.pool_lse, s, pooled);
+    }
+    // Per query block: the maximum over its queries.
+    for (int64_t n = grp.qb_begin; n < grp.qb_end; ++n) {
+      const QBlock& qb = p.batch.qblocks[static_cast<size_t>(n)];
+      for (size_t h = 0; h < Hi; ++h) {
+        float best = kNegInf;
+        for (int64_t t = qb.t_begin; t < qb.t_end; ++t)
+          best = std::max(best, pooled[static_cast<size_t>(t - grp.t_begin) * Hi + h]);
+        p.score[(static_cast<size_t>(n) * Hi + h) * p.max_blocks + c] = best;
+      }
+    }
+  }
+  if (task.chunk == 0) {  // blocks past the group's last query block: -inf
+    for (int64_t n = grp.qb_begin; n < grp.qb_end; ++n)
+      for (size_t h = 0; h < Hi; ++h) {
+        float* row = p.score + (static_cast<size_t>(n) * Hi + h) * p.max_blocks;
+        std::fill(row + grp.n_blocks, row + p.max_blocks, kNegInf);
+      }
+  }
+}
+
+void RunIndexerPlan(const IndexerPlan& p) {
+  parallel_for(static_cast<int64_t>(p.tasks.size()), [&](int64_t i) {
+    const IndexerPlan::Task& t = p.tasks[static_cast<size_t>(i)];
+    switch (p.k_dtype) {
+      case hal::DType::f32: RunTask<float>(p, t); break;
+      case hal::DType::fp8_e4m3: RunTask<Fp8E4m3>(p, t); break;
+      default: RunTask<hwy::bfloat16_t>(p, t); break;
+    }
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace msa::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <string>
+
+#include "backends/cpu/kernels.h"
+#include "hal/error.h"
+
+namespace msa::cpu {
+
+HWY_EXPORT(RunIndexerPlan);
+
+void indexer_score(hal::Stream&, const ops::IndexerScoreArgs& a) {
+  const char* op = "indexer_score";
+  IndexerPlan p;
+  p.q_dtype = a.qi.dtype;
+  p.k_dtype = a.ki_cache.dtype;
+  p.qi = a.qi.data<const void>();
+  p.ki = a.ki_cache.data<const void>();
+  p.ki_scale = a.ki_scale.present() && a.ki_cache.dtype == hal::DType::fp8_e4m3 ? a.ki_scale.data<const float>()
+                                                                                 : nullptr;
+  p.block_table = a.block_table.data<const int32_t>();
+  p.score = a.block_score.data<float>();
+  p.max_blocks = a.block_table.dim(1);
+  p.Hi = a.qi.dim(1);
+  p.Di = a.qi.dim(2);
+  p.Bs = a.ki_cache.dim(1);
+  p.scale = a.scale != 0.0f ? a.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.Di)));
+  p.pool_lse = a.pool == ops::Pool::lse;
+  p.batch = make_batch(op, a.cu_q, a.kv_len, a.qi.dim(0), p.Bs, p.max_blocks, a.Qb);
+  check_nq(op, p.batch, a.NQ);
+  check_block_table(op, p.batch, a.block_table, a.ki_cache.dim(0));
+
+  // Groups: consecutive query blocks of a sequence up to kIdxGroupRows rows (a larger
+  // query block is a group of its own).
+  const int64_t max_tok = std::max<int64_t>(1, kIdxGroupRows / p.Hi);
+  for (size_t b = 0; b < p.batch.seqs.size(); ++b) {
+    const SeqInfo& s = p.batch.seqs[b];
+    int64_t n = s.qb_begin;
+    while (n < s.qb_begin + s.n_qb) {
+      IndexerPlan::Group g;
+      g.seq = static_cast<int64_t>(b);
+      g.qb_begin = n;
+      g.t_begin = p.batch.qblocks[static_cast<size_t>(n)].t_begin;
+      ++n;
+      while (n < s.qb_begin + s.n_qb &&
+             p.batch.qblocks[static_cast<size_t>(n)].t_end - g.t_begin <= max_tok)
+        ++n;
+      g.qb_end = n;
+      const QBlock& last = p.batch.qblocks[static_cast<size_t>(n - 1)];
+      g.t_end = last.t_end;
+      g.n_blocks = last.p1 / p.Bs + 1;
+      g.n_chunks = ceil_div(g.n_blocks, kIdxChunkBlocks);
+      for (int64_t c = 0; c < g.n_chunks; ++c)
+        p.tasks.push_back({static_cast<int64_t>(p.groups.size()), c});
+      p.groups.push_back(g);
+    }
+  }
+  HWY_DYNAMIC_DISPATCH(RunIndexerPlan)(p);
+}
+
+}  // namespace msa::cpu
+#endif  // HWY_ONCE

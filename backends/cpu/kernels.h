@@ -1,0 +1,22 @@
+// The kernels of the `cpu` backend, one function per op, each defined in the file named
+// after it (paged_attention.cpp holds dense and sparse attention). Ops without a kernel
+// here use cpu-ref's (backends/cpu_ref/kernels.h).
+#pragma once
+#include "hal/stream.h"
+#include "ops/args.h"
+
+namespace msa::cpu {
+
+void indexer_score(hal::Stream&, const ops::IndexerScoreArgs&);
+void block_topk(hal::Stream&, const ops::BlockTopkArgs&);
+void sparse_block_attention(hal::Stream&, const ops::SparseAttentionArgs&);
+void dense_attention(hal::Stream&, const ops::DenseAttentionArgs&);
+void patch_attention_3d(hal::Stream&, const ops::PatchAttention3dArgs&);
+void kv_append(hal::Stream&, const ops::KvAppendArgs&);
+void matmul(hal::Stream&, const ops::MatmulArgs&);
+void rms_norm(hal::Stream&, const ops::RmsNormArgs&);
+void rope(hal::Stream&, const ops::RopeArgs&);
+void swiglu(hal::Stream&, const ops::SwigluArgs&);
+void add(hal::Stream&, const ops::AddArgs&);
+
+}  // namespace msa::cpu

@@ -1,0 +1,271 @@
+// dense_attention and sparse_block_attention on the paged, block-major KV cache
+// (docs/spec.md). Host side: validate the index data, build a PagedAttnPlan (groups of
+// rows sharing a key list, split over the key list for decode-like calls). Per target:
+// each task converts one KV block (one contiguous Bs x D slab per KV head) to f32 once
+// and runs it against all rows of its group (attention_core-inl.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/paged_attention.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/attention_core-inl.h"
+#include "backends/cpu/attention_plan.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/scratch.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace msa::cpu {
+namespace HWY_NAMESPACE {
+
+template <typename T>
+void RunTask(const PagedAttnPlan& p, const PagedAttnPlan::Task& task) {
+  const PagedAttnPlan::Group& grp = p.groups[static_cast<size_t>(task.group)];
+  const SeqInfo& seq = p.batch.seqs[static_cast<size_t>(grp.seq)];
+  const size_t D = static_cast<size_t>(p.D), G = static_cast<size_t>(p.G);
+  const size_t Bs = static_cast<size_t>(p.Bs);
+  const size_t N = hn::Lanes(DF());
+  const size_t ntok = static_cast<size_t>(grp.t_end - grp.t_begin);
+
+  RowGroupState g;
+  g.D = D;
+  g.rows = ntok * G;
+  g.rpad = static_cast<size_t>(PagedAttnPlan::pad_rows(static_cast<int64_t>(g.rows)));
+  g.qt = scratch_floats(0, D * g.rpad);
+  g.o = scratch_floats(1, D * g.rpad);
+  float* ml = scratch_floats(2, 3 * g.rpad);
+  g.m = ml;
+  g.l = ml + g.rpad;
+  g.lim = ml + 2 * g.rpad;
+  g.s = scratch_floats(3, Bs * kTileVecs * N);
+  float* ktile = scratch_floats(4, Bs * D);
+  float* vtile = scratch_floats(5, Bs * D);
+
+  // Scaled, transposed queries: row r = (token i, head hh) -> qt[d][r].
+  const T* q = static_cast<const T*>(p.q);
+  for (size_t i = 0; i < ntok; ++i) {
+    const int64_t t = grp.t_begin + static_cast<int64_t>(i);
+    const float pos = static_cast<float>(seq.pos0 + (t - seq.q_begin));
+    for (size_t hh = 0; hh < G; ++hh) {
+      const size_t r = i * G + hh;
+      const T* qrow = q + (static_cast<size_t>(t) * p.Hq + grp.kv_head * p.G + hh) * D;
+      for (size_t d = 0; d < D; ++d) g.qt[d * g.rpad + r] = ToF32(qrow[d]) * p.scale;
+      g.lim[r] = pos;
+    }
+  }
+  for (size_t r = g.rows; r < g.rpad; ++r) {
+    for (size_t d = 0; d < D; ++d) g.qt[d * g.rpad + r] = 0.0f;
+    g.lim[r] = g.lim[g.rows - 1];
+  }
+  ResetRows(g);
+
+  const int64_t max_pos = seq.pos0 + (grp.t_end - 1 - seq.q_begin);
+  const int64_t e0 = task.chunk * p.chunk;
+  const int64_t e1 = grp.n_chunks > 1 ? std::min(grp.n_list, e0 + p.chunk) : grp.n_list;
+  const T* kc = static_cast<const T*>(p.k_cache);
+  const T* vc = static_cast<const T*>(p.v_cache);
+  for (int64_t e = e0; e < e1; ++e) {
+    const int64_t c = grp.list != nullptr ? grp.list[e] : e;
+    // Entries that are negative or past the sequence's blocks contribute nothing, and so
+    // does a block wholly after the group's last query.
+    if (c < 0 || c >= seq.n_blocks || c * p.Bs > max_pos) continue;
+    const int64_t page = p.block_table[grp.seq * p.max_blocks + c];
+    const size_t nk = static_cast<size_t>(std::min<int64_t>(p.Bs, seq.kv_len - c * p.Bs));
+    const size_t base = (static_cast<size_t>(page * p.Hkv + grp.kv_head) * Bs) * D;
+    ConvertRows(kc + base, D, nk, D, nullptr, ktile);
+    ConvertRows(vc + base, D, nk, D, nullptr, vtile);
+    AttendTile(g, ktile, vtile, nk, static_cast<float>(c * p.Bs));
+  }
+
+  if (grp.n_chunks > 1) {
+    float* slot = p.partial.data() + grp.part_off +
+                  task.chunk * p.slot_floats(static_cast<int64_t>(g.rows));
+    std::copy(g.o, g.o + D * g.rpad, slot);
+    std::copy(g.m, g.m + 2 * g.rpad, slot + D * g.rpad);  // m then l
+    return;
+  }
+  T* out = static_cast<T*>(p.out);
+  for (size_t r = 0; r < g.rows; ++r) {
+    const size_t t = static_cast<size_t>(grp.t_begin) + r / G;
+    const size_t row = t * p.Hq + grp.kv_head * p.G + r % G;
+    const float L = g.l[r];
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (size_t d = 0; d < D; ++d) FromF32(g.o[d * g.rpad + r] * inv, out + row * D + d);
+    p.lse[row] = L > 0.0f ? g.m[r] + std::log(L) : -std::numeric_limits<float>::infinity();
+  }
+}
+
+// Merges the chunks of a split group in chunk order.
+template <typename T>
+void MergeGroup(const PagedAttnPlan& p, const PagedAttnPlan::Group& grp) {
+  const size_t D = static_cast<size_t>(p.D), G = static_cast<size_t>(p.G);
+  const size_t rows = static_cast<size_t>(grp.t_end - grp.t_begin) * G;
+  const size_t rpad = static_cast<size_t>(PagedAttnPlan::pad_rows(static_cast<int64_t>(rows)));
+  const size_t slot = static_cast<size_t>(p.slot_floats(static_cast<int64_t>(rows)));
+  const float* base = p.partial.data() + grp.part_off;
+  const size_t nc = static_cast<size_t>(grp.n_chunks);
+  float* acc = scratch_floats(0, D);
+  float* w = scratch_floats(1, nc);
+  T* out = static_cast<T*>(p.out);
+  for (size_t r = 0; r < rows; ++r) {
+    float M = -std::numeric_limits<float>::infinity();
+    for (size_t c = 0; c < nc; ++c) M = std::max(M, base[c * slot + D * rpad + r]);
+    const size_t t = static_cast<size_t>(grp.t_begin) + r / G;
+    const size_t row = t * p.Hq + grp.kv_head * p.G + r % G;
+    float L = 0.0f;
+    for (size_t c = 0; c < nc; ++c) {
+      const float m = base[c * slot + D * rpad + r];
+      w[c] = M == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - M);
+      L += base[c * slot + D * rpad + rpad + r] * w[c];
+    }
+    std::fill(acc, acc + D, 0.0f);
+    for (size_t c = 0; c < nc; ++c) {
+      if (w[c] == 0.0f) continue;
+      const float* o = base + c * slot;
+      for (size_t d = 0; d < D; ++d) acc[d] += o[d * rpad + r] * w[c];
+    }
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (size_t d = 0; d < D; ++d) FromF32(acc[d] * inv, out + row * D + d);
+    p.lse[row] = L > 0.0f ? M + std::log(L) : -std::numeric_limits<float>::infinity();
+  }
+}
+
+template <typename T>
+void RunPlanT(const PagedAttnPlan& p) {
+  parallel_for(static_cast<int64_t>(p.tasks.size()),
+               [&](int64_t i) { RunTask<T>(p, p.tasks[static_cast<size_t>(i)]); });
+  std::vector<int64_t> split;
+  for (size_t i = 0; i < p.groups.size(); ++i)
+    if (p.groups[i].n_chunks > 1) split.push_back(static_cast<int64_t>(i));
+  parallel_for(static_cast<int64_t>(split.size()),
+               [&](int64_t i) { MergeGroup<T>(p, p.groups[static_cast<size_t>(split[static_cast<size_t>(i)])]); });
+}
+
+void RunPagedPlan(const PagedAttnPlan& p) {
+  switch (p.dtype) {
+    case hal::DType::bf16: RunPlanT<hwy::bfloat16_t>(p); break;
+    case hal::DType::f16: RunPlanT<hwy::float16_t>(p); break;
+    default: RunPlanT<float>(p); break;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace msa::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <string>
+
+#include "backends/cpu/kernels.h"
+#include "hal/error.h"
+
+namespace msa::cpu {
+
+HWY_EXPORT(RunPagedPlan);
+
+namespace {
+
+// Fills the shared part of the plan from the common arguments and validates index data.
+void init_plan(PagedAttnPlan& p, const char* op, const hal::Tensor& q, const hal::Tensor& k_cache,
+               const hal::Tensor& v_cache, const hal::Tensor& block_table, const hal::Tensor& kv_len,
+               const hal::Tensor& cu_q, int64_t Qb, float scale, const hal::Tensor& out,
+               const hal::Tensor& lse) {
+  p.dtype = q.dtype;
+  p.q = q.data<const void>();
+  p.k_cache = k_cache.data<const void>();
+  p.v_cache = v_cache.data<const void>();
+  p.block_table = block_table.data<const int32_t>();
+  p.out = out.data<void>();
+  p.lse = lse.data<float>();
+  p.max_blocks = block_table.dim(1);
+  p.Hq = q.dim(1);
+  p.Hkv = k_cache.dim(1);
+  p.Bs = k_cache.dim(2);
+  p.D = q.dim(2);
+  MSA_CHECK_ARG(p.Hkv > 0 && p.Hq % p.Hkv == 0, op, "q", "Hq must be a multiple of Hkv");
+  p.G = p.Hq / p.Hkv;
+  p.scale = scale != 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.D)));
+  p.batch = make_batch(op, cu_q, kv_len, q.dim(0), p.Bs, p.max_blocks, Qb);
+  check_block_table(op, p.batch, block_table, k_cache.dim(0));
+}
+
+void add_group(PagedAttnPlan& p, int64_t seq, int64_t hk, int64_t t0, int64_t t1, const int32_t* list,
+               int64_t n_list) {
+  PagedAttnPlan::Group g;
+  g.seq = seq;
+  g.kv_head = hk;
+  g.t_begin = t0;
+  g.t_end = t1;
+  g.list = list;
+  g.n_list = n_list;
+  p.groups.push_back(g);
+}
+
+// Splits groups when there are few, numbers the tasks, sizes the partial workspace.
+void finish_plan(PagedAttnPlan& p, int64_t chunk) {
+  p.chunk = chunk;
+  const bool split = static_cast<int64_t>(p.groups.size()) < kSplitBelowGroups;
+  int64_t off = 0;
+  for (size_t gi = 0; gi < p.groups.size(); ++gi) {
+    PagedAttnPlan::Group& g = p.groups[gi];
+    g.n_chunks = split && g.n_list > chunk ? ceil_div(g.n_list, chunk) : 1;
+    g.task0 = static_cast<int64_t>(p.tasks.size());
+    for (int64_t c = 0; c < g.n_chunks; ++c) p.tasks.push_back({static_cast<int64_t>(gi), c});
+    if (g.n_chunks > 1) {
+      g.part_off = off;
+      off += g.n_chunks * p.slot_floats((g.t_end - g.t_begin) * p.G);
+    }
+  }
+  p.partial.assign(static_cast<size_t>(off), 0.0f);
+}
+
+int64_t tokens_per_group(int64_t G) { return std::max<int64_t>(1, kGroupRows / G); }
+
+}  // namespace
+
+void dense_attention(hal::Stream&, const ops::DenseAttentionArgs& a) {
+  const char* op = "dense_attention";
+  PagedAttnPlan p;
+  init_plan(p, op, a.q, a.k_cache, a.v_cache, a.block_table, a.kv_len, a.cu_q, 1, a.scale, a.out, a.lse);
+  const int64_t tpg = tokens_per_group(p.G);
+  for (size_t b = 0; b < p.batch.seqs.size(); ++b) {
+    const SeqInfo& s = p.batch.seqs[b];
+    for (int64_t h = 0; h < p.Hkv; ++h)
+      for (int64_t t0 = s.q_begin; t0 < s.q_begin + s.q_len; t0 += tpg) {
+        const int64_t t1 = std::min(t0 + tpg, s.q_begin + s.q_len);
+        const int64_t last_pos = s.pos0 + (t1 - 1 - s.q_begin);
+        add_group(p, static_cast<int64_t>(b), h, t0, t1, nullptr, last_pos / p.Bs + 1);
+      }
+  }
+  finish_plan(p, kDenseChunkBlocks);
+  HWY_DYNAMIC_DISPATCH(RunPagedPlan)(p);
+}
+
+void sparse_block_attention(hal::Stream&, const ops::SparseAttentionArgs& a) {
+  const char* op = "sparse_block_attention";
+  PagedAttnPlan p;
+  init_plan(p, op, a.q, a.k_cache, a.v_cache, a.block_table, a.kv_len, a.cu_q, a.Qb, a.scale, a.out, a.lse);
+  check_nq(op, p.batch, a.NQ);
+  const int64_t Hs = a.block_idx.dim(1), K = a.block_idx.dim(2);
+  const bool shared = a.mode == ops::SelectionMode::shared;
+  MSA_CHECK_ARG(Hs == (shared ? 1 : p.Hkv), op, "block_idx",
+                "dim 1 must be " + std::string(shared ? "1 (shared mode)" : "Hkv (per_kv_head mode)"));
+  const int32_t* idx = a.block_idx.data<const int32_t>();
+  const int64_t tpg = tokens_per_group(p.G);
+  for (int64_t n = 0; n < p.batch.nq(); ++n) {
+    const QBlock& qb = p.batch.qblocks[static_cast<size_t>(n)];
+    for (int64_t h = 0; h < p.Hkv; ++h) {
+      const int32_t* list = idx + (n * Hs + (shared ? 0 : h)) * K;
+      for (int64_t t0 = qb.t_begin; t0 < qb.t_end; t0 += tpg)
+        add_group(p, qb.seq, h, t0, std::min(t0 + tpg, qb.t_end), list, K);
+    }
+  }
+  finish_plan(p, kSparseChunkBlocks);
+  HWY_DYNAMIC_DISPATCH(RunPagedPlan)(p);
+}
+
+}  // namespace msa::cpu
+#endif  // HWY_ONCE
