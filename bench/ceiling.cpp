@@ -133,9 +133,21 @@ double time_on_stream(hal::Device& dev, int reps, const std::function<void()>& f
   return median(ms) / 1e3;
 }
 
-double device_copy_rate(hal::Device& dev) {
-  const size_t n = size_t{1} << 30;
-  auto a = dev.alloc(n), b = dev.alloc(n);
+// Device-to-device copy of 1 GiB (or the largest power of two down to 64 MiB the device
+// allocates: lavapipe caps buffers at 128 MiB).
+double device_copy_rate(hal::Device& dev, size_t& n) {
+  hal::BufferPtr a, b;
+  for (n = size_t{1} << 30;; n /= 2) {
+    try {
+      a = dev.alloc(n);
+      b = dev.alloc(n);
+      break;
+    } catch (const std::exception&) {
+      a.reset();
+      b.reset();
+      if (n <= (size_t{64} << 20)) throw;
+    }
+  }
   const hal::Tensor ta = cases::make_view(a.get(), 0, hal::DType::fp8_e4m3, {static_cast<int64_t>(n)});
   const hal::Tensor tb = cases::make_view(b.get(), 0, hal::DType::fp8_e4m3, {static_cast<int64_t>(n)});
   dev.stream().fill_bytes(ta, 0x3c);
@@ -143,9 +155,9 @@ double device_copy_rate(hal::Device& dev) {
   return 2.0 * n / s;
 }
 
-// bf16 8192^3 matrix product through ops::matmul, when the backend has it; else 0.
-double device_matmul_rate(hal::Device& dev) {
-  const int64_t n = 8192;
+// bf16 n^3 matrix product through ops::matmul when the backend has it (else 0): 8192^3,
+// unless a 1024^3 product shows the device is too slow for that (a software driver).
+double matmul_rate(hal::Device& dev, int64_t n) {
   auto x = dev.alloc_tensor(hal::DType::bf16, {n, n});
   auto w = dev.alloc_tensor(hal::DType::bf16, {n, n});
   auto y = dev.alloc_tensor(hal::DType::bf16, {n, n});
@@ -156,8 +168,17 @@ double device_matmul_rate(hal::Device& dev) {
   a.w = w.tensor;
   a.y = y.tensor;
   if (!dev.supports(hal::OpId::matmul, &a).empty()) return 0;
-  const double s = time_on_stream(dev, 5, [&] { ops::matmul(dev, a); });
+  const double s = time_on_stream(dev, n >= 8192 ? 5 : 2, [&] { ops::matmul(dev, a); });
   return 2.0 * n * n * n / s;
+}
+
+double device_matmul_rate(hal::Device& dev, int64_t& n) {
+  n = 1024;
+  const double small = matmul_rate(dev, n);
+  if (small <= 0) return 0;
+  if (2.0 * 8192.0 * 8192.0 * 8192.0 / small > 5.0) return small;
+  n = 8192;
+  return matmul_rate(dev, n);
 }
 
 }  // namespace
@@ -170,13 +191,16 @@ Ceiling measure_ceiling(hal::Device& dev) {
     c.flops_per_s = cpu_fma_rate(isa);
     c.how = "memcpy 256 MiB and f32 FMA (" + isa + ") on " + std::to_string(threads()) + " threads";
   } else {
-    c.bytes_per_s = device_copy_rate(dev);
+    size_t n = 0;
+    c.bytes_per_s = device_copy_rate(dev, n);
+    int64_t mn = 0;
     try {
-      c.flops_per_s = device_matmul_rate(dev);
+      c.flops_per_s = device_matmul_rate(dev, mn);
     } catch (const std::exception&) {
       c.flops_per_s = 0;
     }
-    c.how = std::string("device copy 1 GiB") + (c.flops_per_s > 0 ? ", bf16 matmul 8192^3" : "");
+    c.how = "device copy " + std::to_string(n >> 20) + " MiB";
+    if (c.flops_per_s > 0) c.how += ", bf16 matmul " + std::to_string(mn) + "^3";
   }
   return c;
 }

@@ -177,7 +177,7 @@ namespace {
 
 class Prepared final : public PreparedCase {
  public:
-  Prepared(const Case& c, hal::Device& dev, int sets) : dev_(dev) {
+  Prepared(const Case& c, hal::Device& dev, int sets) {
     sets = std::max(sets, 1);
     data_.resize(static_cast<size_t>(sets));
     for (int k = 0; k < sets; ++k) {
@@ -222,7 +222,6 @@ class Prepared final : public PreparedCase {
   size_t device_bytes() const override { return bytes_; }
 
  private:
-  hal::Device& dev_;
   std::vector<CaseData> data_;
   std::vector<DeviceSlot> slots_;
   std::vector<std::vector<hal::Tensor>> views_;
