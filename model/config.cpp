@@ -29,7 +29,8 @@ int get_int(const json& j, const std::string& prefix, const char* name,
     return *fallback;
   }
   if (!it->is_number_integer() && !it->is_number_unsigned()) {
-    if (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>())
+    if (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>() &&
+        std::fabs(it->get<double>()) <= INT32_MAX)  // a larger double -> int cast is UB
       return static_cast<int>(it->get<double>());
     field_error(field, "must be an integer, got " + it->dump());
   }
@@ -228,9 +229,9 @@ void validate(const Config& c) {
     const int qb = c.sparse_query_block;
     require(qb >= 1 && qb <= 128 && (qb & (qb - 1)) == 0, "sparse_query_block",
             "must be 1 or a power of two up to 128");
-    const int need = c.sparse_init_block +
+    const int64_t need = int64_t{c.sparse_init_block} +  // int64: INT_MAX fields must not overflow
                      (c.sparse_local_block > 0
-                          ? c.sparse_local_block - 1 + std::max(1, qb / c.sparse_block_size)
+                          ? int64_t{c.sparse_local_block} - 1 + std::max(1, qb / c.sparse_block_size)
                           : 0);
     require(c.sparse_topk_blocks >= need, "sparse_topk_blocks",
             "must be >= sparse_init_block + sparse_local_block forced blocks (" +

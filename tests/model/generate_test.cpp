@@ -16,9 +16,9 @@ using testing::RunSpec;
 RunSpec long_spec() {
   RunSpec s;
   const Config& c = testing::tiny_weights().config;
-  s.text = {random_tokens(c, 330, 11), random_tokens(c, 200, 12)};
+  s.text = {random_tokens(c, 330, 11), random_tokens(c, 150, 12)};
   s.video = true;
-  s.gen = 4;
+  s.gen = 3;
   return s;
 }
 
@@ -37,11 +37,11 @@ TEST(ModelGenerate, TinyEndToEndOnCpuRef) {
   const RunSpec s = long_spec();
   const GenerateResult r = testing::run_spec(*dev, testing::tiny_weights(), s);
   ASSERT_EQ(r.tokens.size(), 2u);
-  ASSERT_EQ(r.logits.size(), 4u);
+  ASSERT_EQ(r.logits.size(), 3u);
   const Config& c = testing::tiny_weights().config;
   for (size_t b = 0; b < 2; ++b) {
-    ASSERT_EQ(r.tokens[b].size(), 4u);
-    for (size_t step = 0; step < 4; ++step) {
+    ASSERT_EQ(r.tokens[b].size(), 3u);
+    for (size_t step = 0; step < 3; ++step) {
       const auto& lg = r.logits[step][b];
       ASSERT_EQ(lg.size(), static_cast<size_t>(c.vocab_size));
       for (float v : lg) ASSERT_TRUE(std::isfinite(v));
@@ -141,7 +141,8 @@ TEST(ModelGenerate, BadRequestsAreErrors) {
 }
 
 // Every other backend compiled in and present: logits of the prefill and of the decode
-// steps (while the greedy tokens agree) against cpu-ref, at the bf16 tolerance.
+// steps (while the greedy tokens agree) against cpu-ref, at the spec's bf16 per-row
+// tolerance (a sequence's logits are one row).
 TEST(ModelGenerate, OtherBackendsMatchCpuRef) {
   auto ref = testing::cpu_ref();
   const RunSpec s = long_spec();
@@ -154,7 +155,7 @@ TEST(ModelGenerate, OtherBackendsMatchCpuRef) {
     ++tested;
     for (size_t seq = 0; seq < want.tokens.size(); ++seq)
       for (size_t step = 0; step < want.logits.size(); ++step) {
-        EXPECT_LE(testing::nmse(got.logits[step][seq], want.logits[step][seq]), 5e-5)
+        EXPECT_LE(testing::nmse(got.logits[step][seq], want.logits[step][seq]), 2e-4)
             << b.devices.front() << " sequence " << seq << " step " << step;
         if (got.tokens[seq][step] != want.tokens[seq][step]) break;  // the inputs differ from here
       }
