@@ -7,17 +7,20 @@
 
 namespace msa::cpu_ref {
 
-void load_row(const hal::Tensor& t, int64_t off, int64_t D, double* dst) {
-  for (int64_t d = 0; d < D; ++d) dst[d] = load(t, off + d);
+void load_row(const hal::Tensor& t, int64_t off, int64_t n, double* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = load(t, off + i);
+}
+
+void store_row(const hal::Tensor& out, int64_t off, const double* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) store(out, off + i, src[i]);
 }
 
 void KvRows::append(const hal::Tensor& k_src, int64_t k_off, const hal::Tensor& v_src,
                     int64_t v_off, int64_t position) {
-  const size_t base = k.size();
-  k.resize(base + static_cast<size_t>(D));
-  v.resize(base + static_cast<size_t>(D));
-  load_row(k_src, k_off, D, k.data() + base);
-  load_row(v_src, v_off, D, v.data() + base);
+  for (int64_t d = 0; d < D; ++d) {
+    k.push_back(hal::load_as_f32(k_src.dtype, k_src.data<const uint8_t>(), static_cast<size_t>(k_off + d)));
+    v.push_back(hal::load_as_f32(v_src.dtype, v_src.data<const uint8_t>(), static_cast<size_t>(v_off + d)));
+  }
   pos.push_back(position);
 }
 
@@ -31,41 +34,59 @@ void KvRows::append_block(const hal::Tensor& k_cache, const hal::Tensor& v_cache
   }
 }
 
-double attend_row(const double* q, const KvRows& kv, int64_t limit, double scale, double* out,
-                  std::vector<double>& scratch) {
+void attend_rows(const double* q, int64_t nq, const KvRows& kv, int64_t limit, double scale,
+                 double* out, double* lse, std::vector<double>& scratch) {
   const int64_t D = kv.D, n = kv.rows();
-  scratch.assign(static_cast<size_t>(n), kNegInf);
-  double m = kNegInf;
+  // scratch: logits [n][nq], then the row maxima [nq] and denominators [nq].
+  scratch.assign(static_cast<size_t>((n + 2) * nq), 0.0);
+  double* logit = scratch.data();
+  double* m = logit + n * nq;
+  double* sum = m + nq;
+  std::fill(m, m + nq, kNegInf);
+  std::fill(out, out + nq * D, 0.0);
   bool any = false;
   for (int64_t r = 0; r < n; ++r) {
     if (kv.pos[static_cast<size_t>(r)] > limit) continue;
-    const double* kr = kv.k.data() + r * D;
-    double dot = 0.0;
-    for (int64_t d = 0; d < D; ++d) dot += q[d] * kr[d];
-    const double l = scale * dot;
-    scratch[static_cast<size_t>(r)] = l;
-    // A NaN logit (only from NaN in valid inputs) propagates through exp() below.
-    if (!any || l > m) m = l;
     any = true;
+    const float* kr = kv.k.data() + r * D;
+    for (int64_t i = 0; i < nq; ++i) {
+      const double l = scale * dot(q + i * D, kr, D);
+      logit[r * nq + i] = l;
+      // A NaN logit (only from NaN in valid inputs) propagates through exp() below.
+      if (l > m[i]) m[i] = l;
+    }
   }
-  std::fill(out, out + D, 0.0);
-  if (!any) return kNegInf;
-  double sum = 0.0;
+  if (!any) {
+    std::fill(lse, lse + nq, kNegInf);
+    return;
+  }
   for (int64_t r = 0; r < n; ++r) {
     if (kv.pos[static_cast<size_t>(r)] > limit) continue;
-    const double p = std::exp(scratch[static_cast<size_t>(r)] - m);
-    sum += p;
-    const double* vr = kv.v.data() + r * D;
-    for (int64_t d = 0; d < D; ++d) out[d] += p * vr[d];
+    const float* __restrict vr = kv.v.data() + r * D;
+    for (int64_t i = 0; i < nq; ++i) {
+      const double p = std::exp(logit[r * nq + i] - m[i]);
+      sum[i] += p;
+      double* __restrict o = out + i * D;
+      for (int64_t d = 0; d < D; ++d) o[d] += p * static_cast<double>(vr[d]);
+    }
   }
-  for (int64_t d = 0; d < D; ++d) out[d] /= sum;
-  return m + std::log(sum);
+  for (int64_t i = 0; i < nq; ++i) {
+    for (int64_t d = 0; d < D; ++d) out[i * D + d] /= sum[i];
+    lse[i] = m[i] + std::log(sum[i]);
+  }
 }
 
-void store_row(const hal::Tensor& out, int64_t off, const double* row, int64_t D,
-               const hal::Tensor& lse, int64_t lse_index, double lse_value) {
-  for (int64_t d = 0; d < D; ++d) store(out, off + d, row[d]);
-  lse.data<float>()[lse_index] = static_cast<float>(lse_value);
+void attend_heads(const hal::Tensor& q, int64_t t, int64_t h0, int64_t nh, const KvRows& kv,
+                  int64_t limit, double scale, const hal::Tensor& out, const hal::Tensor& lse,
+                  AttendScratch& ws) {
+  const int64_t H = q.dim(1), D = kv.D, row = t * H + h0;
+  ws.q.resize(static_cast<size_t>(nh * D));
+  ws.out.resize(static_cast<size_t>(nh * D));
+  ws.lse.resize(static_cast<size_t>(nh));
+  load_row(q, row * D, nh * D, ws.q.data());
+  attend_rows(ws.q.data(), nh, kv, limit, scale, ws.out.data(), ws.lse.data(), ws.logits);
+  store_row(out, row * D, ws.out.data(), nh * D);
+  for (int64_t i = 0; i < nh; ++i) lse.data<float>()[row + i] = static_cast<float>(ws.lse[static_cast<size_t>(i)]);
 }
 
 }  // namespace msa::cpu_ref

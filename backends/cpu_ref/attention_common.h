@@ -1,6 +1,8 @@
 // The softmax-attention core shared by dense_attention, sparse_block_attention and
-// patch_attention_3d: gather the attended K/V rows of one head into doubles, then one
-// query row at a time compute softmax(scale * q.k) @ v and its log-sum-exp in double.
+// patch_attention_3d: gather the attended K/V rows of one head, then compute
+// softmax(scale * q.k) @ v and its log-sum-exp in double for a group of query rows that
+// see the same rows (the G query heads of one KV head at one position), reading each K/V
+// row once per group.
 //
 // Precision (docs/spec.md, "Data types"): everything is double; the reference does NOT
 // round the probabilities to the input dtype before P @ V (a backend may). The only
@@ -13,11 +15,12 @@
 
 namespace msa::cpu_ref {
 
-// K and V rows of one head over a set of tokens, converted to double.
+// K and V rows of one head over a set of tokens. Kept as f32, which holds every input
+// dtype (f32, bf16, f16) exactly; products and sums are formed in double.
 struct KvRows {
   int64_t D = 0;
   std::vector<int64_t> pos;  // logical position of each row (for the causal mask)
-  std::vector<double> k, v;  // [rows][D]
+  std::vector<float> k, v;   // [rows][D]
 
   int64_t rows() const { return static_cast<int64_t>(pos.size()); }
   void clear() {
@@ -34,17 +37,27 @@ struct KvRows {
                     int64_t g, int64_t c, int64_t kv_len);
 };
 
-// out[0..D) = softmax(scale * q.k_s) @ v_s over the rows s with pos <= limit; returns the
-// natural-log softmax denominator (scale included). An empty set gives out = 0 and -inf.
-// `scratch` is reused between calls.
-double attend_row(const double* q, const KvRows& kv, int64_t limit, double scale, double* out,
-                  std::vector<double>& scratch);
+// For each of the nq query rows q[i*D .. i*D+D): out row i = softmax(scale * q.k_s) @ v_s
+// over the rows s with pos <= limit, and lse[i] = the natural-log softmax denominator
+// (scale included). An empty set gives out = 0 and lse = -inf. `scratch` is reused.
+void attend_rows(const double* q, int64_t nq, const KvRows& kv, int64_t limit, double scale,
+                 double* out, double* lse, std::vector<double>& scratch);
 
-// Writes one output row (D elements from element offset `off`) and its lse.
-void store_row(const hal::Tensor& out, int64_t off, const double* row, int64_t D,
-               const hal::Tensor& lse, int64_t lse_index, double lse_value);
+// Buffers reused across attend_heads calls.
+struct AttendScratch {
+  std::vector<double> q, out, lse, logits;
+};
 
-// Loads D elements from element offset `off` of a float tensor into doubles.
-void load_row(const hal::Tensor& t, int64_t off, int64_t D, double* dst);
+// Query heads h0 .. h0+nh-1 of token t (q, out [T][H][D], lse [T][H] f32) attend to `kv`
+// rows with pos <= limit: loads the queries, runs attend_rows, stores out and lse.
+void attend_heads(const hal::Tensor& q, int64_t t, int64_t h0, int64_t nh, const KvRows& kv,
+                  int64_t limit, double scale, const hal::Tensor& out, const hal::Tensor& lse,
+                  AttendScratch& ws);
+
+// Loads n elements from element offset `off` of a float tensor into doubles.
+void load_row(const hal::Tensor& t, int64_t off, int64_t n, double* dst);
+
+// Writes n consecutive output elements from element offset `off`, rounded to out's dtype.
+void store_row(const hal::Tensor& out, int64_t off, const double* src, int64_t n);
 
 }  // namespace msa::cpu_ref

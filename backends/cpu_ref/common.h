@@ -39,6 +39,22 @@ inline double resolve_scale(float scale, int64_t dim) {
       scale != 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))));
 }
 
+// Dot product in double with four interleaved partial sums: a fixed order (so results are
+// reproducible) that runs several times faster than one dependent chain of adds.
+template <typename A, typename B>
+inline double dot(const A* a, const B* b, int64_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+    s1 += static_cast<double>(a[i + 1]) * static_cast<double>(b[i + 1]);
+    s2 += static_cast<double>(a[i + 2]) * static_cast<double>(b[i + 2]);
+    s3 += static_cast<double>(a[i + 3]) * static_cast<double>(b[i + 3]);
+  }
+  for (; i < n; ++i) s0 += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  return (s0 + s1) + (s2 + s3);
+}
+
 // ceil(a / b) for a >= 0, b > 0.
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

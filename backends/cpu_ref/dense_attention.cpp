@@ -1,7 +1,6 @@
 // dense_attention: softmax attention over every valid, causal cached token
 // (docs/spec.md, "Op: dense_attention"). Scalar, one thread, double accumulation.
 #include <string>
-#include <vector>
 
 #include "backends/cpu_ref/attention_common.h"
 #include "backends/cpu_ref/common.h"
@@ -22,7 +21,7 @@ void dense_attention(hal::Stream&, const ops::DenseAttentionArgs& a) {
 
   KvRows kv;
   kv.D = D;
-  std::vector<double> q(static_cast<size_t>(D)), o(static_cast<size_t>(D)), scratch;
+  AttendScratch ws;
   for (size_t b = 0; b < batch.seqs.size(); ++b) {
     const Sequence& s = batch.seqs[b];
     if (s.q_len == 0) continue;
@@ -32,15 +31,8 @@ void dense_attention(hal::Stream&, const ops::DenseAttentionArgs& a) {
       for (int64_t c = 0; c < s.n_blocks; ++c)
         kv.append_block(a.k_cache, a.v_cache, page_of(a.block_table, static_cast<int64_t>(b), c),
                         g, c, s.kv_len);
-      for (int64_t i = 0; i < s.q_len; ++i) {
-        const int64_t t = s.q_begin + i, pos = s.pos0 + i;
-        for (int64_t h = g * G; h < (g + 1) * G; ++h) {
-          const int64_t row = t * Hq + h;
-          load_row(a.q, row * D, D, q.data());
-          const double lse = attend_row(q.data(), kv, pos, scale, o.data(), scratch);
-          store_row(a.out, row * D, o.data(), D, a.lse, row, lse);
-        }
-      }
+      for (int64_t i = 0; i < s.q_len; ++i)
+        attend_heads(a.q, s.q_begin + i, g * G, G, kv, s.pos0 + i, scale, a.out, a.lse, ws);
     }
   }
 }

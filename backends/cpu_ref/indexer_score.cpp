@@ -60,10 +60,9 @@ void indexer_score(hal::Stream&, const ops::IndexerScoreArgs& a) {
           const double* qr = q.data() + (i * Hi + j) * Di;
           double mx = kNegInf;
           for (int64_t r = 0; r < m; ++r) {
-            double dot = 0.0;
-            for (int64_t d = 0; d < Di; ++d) dot += qr[d] * ki[static_cast<size_t>(r * Di + d)];
-            if (has_scale) dot *= static_cast<double>(a.ki_scale.data<const float>()[page * Bs + r]);
-            logit[static_cast<size_t>(r)] = scale * dot;
+            double l = dot(qr, ki.data() + r * Di, Di);
+            if (has_scale) l *= static_cast<double>(a.ki_scale.data<const float>()[page * Bs + r]);
+            logit[static_cast<size_t>(r)] = scale * l;
             mx = r == 0 ? logit[0] : nan_max(mx, logit[static_cast<size_t>(r)]);
           }
           double pooled = mx;

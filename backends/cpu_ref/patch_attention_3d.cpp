@@ -42,7 +42,7 @@ void patch_attention_3d(hal::Stream&, const ops::PatchAttention3dArgs& a) {
 
   KvRows kv;
   kv.D = D;
-  std::vector<double> q(static_cast<size_t>(D)), o(static_cast<size_t>(D)), scratch;
+  AttendScratch ws;
   for (int64_t i = 0; i < n_items; ++i) {
     const int64_t gt = items[i * 3], hw = int64_t{items[i * 3 + 1]} * items[i * 3 + 2];
     for (int64_t w0 = 0; w0 < gt; w0 += a.window) {
@@ -50,14 +50,11 @@ void patch_attention_3d(hal::Stream&, const ops::PatchAttention3dArgs& a) {
       const int64_t t_end = first[static_cast<size_t>(i)] + std::min(gt, w0 + a.window) * hw;
       for (int64_t h = 0; h < H; ++h) {
         kv.clear();
-        for (int64_t t = t_begin; t < t_end; ++t) kv.append(a.k, (t * H + h) * D, a.v, (t * H + h) * D, 0);
-        for (int64_t t = t_begin; t < t_end; ++t) {
-          const int64_t row = t * H + h;
-          load_row(a.q, row * D, D, q.data());
-          // Every row has pos 0 and the limit is 0: no mask inside the window.
-          const double lse = attend_row(q.data(), kv, 0, scale, o.data(), scratch);
-          store_row(a.out, row * D, o.data(), D, a.lse, row, lse);
-        }
+        for (int64_t t = t_begin; t < t_end; ++t)
+          kv.append(a.k, (t * H + h) * D, a.v, (t * H + h) * D, 0);
+        // Every row has pos 0 and the limit is 0: no mask inside the window.
+        for (int64_t t = t_begin; t < t_end; ++t)
+          attend_heads(a.q, t, h, 1, kv, 0, scale, a.out, a.lse, ws);
       }
     }
   }

@@ -61,7 +61,7 @@ void sparse_block_attention(hal::Stream&, const ops::SparseAttentionArgs& a) {
 
   KvRows kv;
   kv.D = D;
-  std::vector<double> q(static_cast<size_t>(D)), o(static_cast<size_t>(D)), scratch;
+  AttendScratch ws;
   for (int64_t n = 0; n < batch.nq(); ++n) {
     const QueryBlock& qb = batch.qblocks[static_cast<size_t>(n)];
     const Sequence& s = batch.seqs[static_cast<size_t>(qb.seq)];
@@ -74,15 +74,8 @@ void sparse_block_attention(hal::Stream&, const ops::SparseAttentionArgs& a) {
         if (c < 0 || c >= s.n_blocks || c * Bs > qb.p1) continue;  // contributes nothing
         kv.append_block(a.k_cache, a.v_cache, page_of(a.block_table, qb.seq, c), g, c, s.kv_len);
       }
-      for (int64_t t = qb.t_begin; t < qb.t_end; ++t) {
-        const int64_t pos = s.pos0 + (t - s.q_begin);
-        for (int64_t h = g * G; h < (g + 1) * G; ++h) {
-          const int64_t row = t * Hq + h;
-          load_row(a.q, row * D, D, q.data());
-          const double lse = attend_row(q.data(), kv, pos, scale, o.data(), scratch);
-          store_row(a.out, row * D, o.data(), D, a.lse, row, lse);
-        }
-      }
+      for (int64_t t = qb.t_begin; t < qb.t_end; ++t)
+        attend_heads(a.q, t, g * G, G, kv, s.pos0 + (t - s.q_begin), scale, a.out, a.lse, ws);
     }
   }
 }
