@@ -390,7 +390,25 @@ bool matches_filter(std::string_view name, std::string_view filter) {
   return false;
 }
 
+// Every name of a filter must be an op or a composite case, so a typo is an error
+// instead of an empty (passing) run.
+void check_filter(std::string_view filter) {
+  size_t start = 0;
+  while (!filter.empty() && start <= filter.size()) {
+    const size_t end = std::min(filter.find(',', start), filter.size());
+    const std::string_view name = filter.substr(start, end - start);
+    hal::OpId op;
+    if (name != "msa_layer" && !hal::parse_op(name, op)) {
+      std::string known = "msa_layer";
+      for (int i = 0; i < hal::kOpCount; ++i) known += std::string(", ") + hal::op_name(static_cast<hal::OpId>(i));
+      throw Error("cases: argument 'op': unknown op '" + std::string(name) + "' (known: " + known + ")");
+    }
+    start = end + 1;
+  }
+}
+
 CaseList make_cases(std::string_view set, std::string_view op_filter, double scale) {
+  check_filter(op_filter);
   CaseList all;
   if (set == "quick") {
     add_quick(all);

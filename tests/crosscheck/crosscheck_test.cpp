@@ -100,6 +100,7 @@ TEST(CaseSets, CasesDescribeThemselves) {
   ASSERT_FALSE(two.empty());
   for (const auto& c : two) EXPECT_TRUE(c->name() == "add" || c->name() == "argmax") << c->name();
   EXPECT_THROW(make_cases("nonsense"), std::exception);
+  EXPECT_THROW(make_cases("quick", "sparse_attention"), std::exception);  // a typo is an error
 }
 
 // The perf set at a small scale builds, names the reference configuration, and its
