@@ -67,13 +67,13 @@ struct AttnLayout {
 // Shared row descriptors, filled by the op's kernel before attend(): row_id = t*H + h
 // (index of the q/out row and of lse), -1 for an unused row; row_lim = the last key
 // position the row may see (causal and kv_len limit), -1 for none.
-template <int DT, int DP>
+template <class L>
 __device__ __forceinline__ int64_t* attn_row_id(char* smem) {
-  return reinterpret_cast<int64_t*>(smem + AttnLayout<DT, DP>::ROW_OFF);
+  return reinterpret_cast<int64_t*>(smem + L::ROW_OFF);
 }
-template <int DT, int DP>
+template <class L>
 __device__ __forceinline__ int* attn_row_lim(char* smem) {
-  return reinterpret_cast<int*>(smem + AttnLayout<DT, DP>::ROW_OFF + kRows * 8);
+  return reinterpret_cast<int*>(smem + L::ROW_OFF + kRows * 8);
 }
 
 // Runs the rows against the tiles src.tile(i, tile) for i in [0, ntiles) (tiles it
@@ -91,8 +91,8 @@ __device__ void attend(char* smem, const void* q_ptr, int D, float scale_log2, c
   float* alpha_s = reinterpret_cast<float*>(smem + L::STAT_OFF);
   float* m_s = alpha_s + kRows;
   float* l_s = m_s + kRows;
-  const int64_t* row_id = attn_row_id<DT, DP>(smem);
-  const int* row_lim = attn_row_lim<DT, DP>(smem);
+  const int64_t* row_id = attn_row_id<L>(smem);
+  const int* row_lim = attn_row_lim<L>(smem);
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
   const T* q = static_cast<const T*>(q_ptr);
   const float ninf = -FLT_MAX * 2.0f;
@@ -282,6 +282,18 @@ __device__ void attend(char* smem, const void* q_ptr, int D, float scale_log2, c
     if (tid % 16 == 0) o.lse[id] = lse;
   }
 }
+
+// The portable core as a policy: the op kernels (attention_kernels.cuh) are templates
+// over the core, so CUDA-only files can instantiate them with a tensor-core one.
+struct FmaCore {
+  template <int DT, int DP>
+  using Layout = AttnLayout<DT, DP>;
+  template <int DT, int DP, class Src>
+  static __device__ __forceinline__ void run(char* smem, const void* q, int D, float scale, const Src& src,
+                                             int ntiles, const AttnOut& o) {
+    attend<DT, DP>(smem, q, D, scale * 1.4426950408889634f, src, ntiles, o);
+  }
+};
 
 // Merges S split partials of every row in fixed split order: one warp per row.
 template <int DT>

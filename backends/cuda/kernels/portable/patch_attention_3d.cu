@@ -4,14 +4,11 @@
 // window start, window end} of up to 16 tokens per chunk into the workspace; the main
 // kernel loops over (chunk, head) work items with the shared attention core (G = 1:
 // 16 tokens of one head per pass; keys strided by H * D).
-#include "backends/cuda/error_flags.h"
 #include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/portable/attention_kernels.cuh"
 #include "backends/cuda/kernels/portable/attention_launch.cuh"
-#include "hal/op_id.h"
 
 namespace msa::MSA_GPU_NS {
-namespace {
-
 __global__ void patch_chunks_kernel(const int32_t* __restrict__ items, int n_items, int64_t N, int window,
                                     int4* __restrict__ chunks, int64_t max_chunks, int* count, int* flag) {
   if (threadIdx.x != 0) return;
@@ -46,55 +43,6 @@ __global__ void patch_chunks_kernel(const int32_t* __restrict__ items, int n_ite
   if (!ok) raise_flag(flag, kErrItems, static_cast<int>(hal::OpId::patch_attention_3d));
 }
 
-struct PatchParams {
-  const void* q = nullptr;
-  const char* k = nullptr;
-  const char* v = nullptr;
-  const int4* chunks = nullptr;
-  const int* count = nullptr;
-  int H = 1, D = 0, es = 2;
-  float scale_log2 = 1.0f;
-  AttnOut o;
-};
-
-struct PatchSrc {
-  const PatchParams* p;
-  int h, ws, we;
-  __device__ bool tile(int i, Tile& t) const {
-    t.kpos0 = ws + i * kBK;
-    t.nkeys = min(kBK, we - t.kpos0);
-    const int64_t off = (int64_t{t.kpos0} * p->H + h) * p->D * p->es;
-    t.k = p->k + off;
-    t.v = p->v + off;
-    t.stride = int64_t{p->H} * p->D;
-    return true;
-  }
-};
-
-template <int DT, int DP>
-__global__ void __launch_bounds__(kAttnThreads) patch_kernel(PatchParams p) {
-  extern __shared__ __align__(16) char smem[];
-  const int64_t work = int64_t{*p.count} * p.H;
-  int64_t* row_id = attn_row_id<DT, DP>(smem);
-  int* row_lim = attn_row_lim<DT, DP>(smem);
-  for (int64_t w = blockIdx.x; w < work; w += gridDim.x) {
-    const int4 ch = p.chunks[w / p.H];
-    const int h = static_cast<int>(w % p.H);
-    __syncthreads();  // the previous item's readers of the row table are done
-    if (threadIdx.x < kRows) {
-      const int r = threadIdx.x;
-      const bool ok = r < ch.y;
-      row_id[r] = ok ? int64_t{ch.x + r} * p.H + h : -1;
-      row_lim[r] = ok ? INT32_MAX : -1;
-    }
-    __syncthreads();
-    PatchSrc src{&p, h, ch.z, ch.w};
-    attend<DT, DP>(smem, p.q, p.D, p.scale_log2, src, (ch.w - ch.z + kBK - 1) / kBK, p.o);
-  }
-}
-
-}  // namespace
-
 void patch_attention_3d(hal::Stream& s, const ops::PatchAttention3dArgs& a) {
   const int64_t N = a.q.dim(0), H = a.q.dim(1), D = a.q.dim(2);
   const int n_items = static_cast<int>(a.items.dim(0));
@@ -117,18 +65,20 @@ void patch_attention_3d(hal::Stream& s, const ops::PatchAttention3dArgs& a) {
   p.H = static_cast<int>(H);
   p.D = static_cast<int>(D);
   p.es = static_cast<int>(hal::dtype_size(a.q.dtype));
-  p.scale_log2 = a.scale * 1.4426950408889634f;
+  p.scale = a.scale;
   p.o.out = a.out.data<void>();
   p.o.lse = a.lse.data<float>();
   const int64_t want = (N / kRows + n_items + 1) * H;
   const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(want, 1, int64_t{st.props().sm_count} * 8));
   MSA_DISPATCH_ACT(a.q.dtype, DT, {
-    MSA_DISPATCH_DP(D, DP, {
-      constexpr int smem = AttnLayout<DT, DP>::BYTES;
-      allow_smem(patch_kernel<DT, DP>, smem);
-      patch_kernel<DT, DP><<<grid, kAttnThreads, smem, st.native()>>>(p);
-      MSA_CUDA_CHECK_LAUNCH();
-    });
+    if (!launch_tc_patch(st, p, grid, a.q.dtype)) {
+      MSA_DISPATCH_DP(D, DP, {
+        constexpr int smem = AttnLayout<DT, DP>::BYTES;
+        allow_smem(patch_kernel<DT, DP, FmaCore>, smem);
+        patch_kernel<DT, DP, FmaCore><<<grid, kAttnThreads, smem, st.native()>>>(p);
+        MSA_CUDA_CHECK_LAUNCH();
+      });
+    }
   });
 }
 
