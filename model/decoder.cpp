@@ -136,7 +136,9 @@ void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& ou
   const std::string p = layer_prefix(l) + "self_attn.";
   const hal::DType dt = w_.dtype();
   const int64_t T = b.T, Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim;
-  const Tensor q_raw = ws_.get("a.q_raw", dt, {T, Hq * D}), q = ws_.get("a.q", dt, {T, Hq, D});
+  // The attention output slot holds the un-normed q until the attention writes it.
+  const Tensor attn = ws_.get("a.attn", dt, {T, Hq, D});
+  const Tensor q_raw = attn.reshape({T, Hq * D}), q = ws_.get("a.q", dt, {T, Hq, D});
   const Tensor k_raw = ws_.get("a.k_raw", dt, {T, Hkv * D}), k = ws_.get("a.k", dt, {T, Hkv, D});
   const Tensor v = ws_.get("a.v", dt, {T, Hkv, D});
   run_.matmul(h, w_.get(p + "q_proj.weight"), q_raw);
@@ -149,7 +151,6 @@ void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& ou
 
   const LayerCache& lc = cache_.layer(l);
   const bool dense = c_.is_dense_layer(l) || opt_.force_dense;
-  const Tensor attn = ws_.get("a.attn", dt, {T, Hq, D});
   const Tensor lse = ws_.get("a.lse", hal::DType::f32, {T, Hq});
   ops::KvAppendArgs ka;
   ka.k = k;

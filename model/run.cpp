@@ -15,6 +15,7 @@
 #include "hal/error.h"
 #include "hal/registry.h"
 #include "model/generate.h"
+#include "model/logit_check.h"
 #include "model/run_report.h"
 
 namespace msa::model {
@@ -23,52 +24,6 @@ namespace {
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-// The check's running tally.
-struct Check {
-  double tol = 0.0, row_tol = 0.0;
-  double max_nmse = 0.0;
-  int worst_step = 0, bad_steps = 0;
-  int64_t sel_rows = 0, sel_same = 0;
-
-  // The spec's output tolerance, applied to logits: global NMSE per step <= tol, and
-  // every sequence's row <= row_tol.
-  void logits(int step, const StepResult& got, const StepResult& ref) {
-    double num = 0.0, den = 0.0;
-    bool bad_row = false;
-    for (size_t b = 0; b < ref.logits.size(); ++b) {
-      double rn = 0.0, rd = 0.0;
-      for (size_t j = 0; j < ref.logits[b].size(); ++j) {
-        const double d = static_cast<double>(got.logits[b][j]) - ref.logits[b][j];
-        rn += std::isnan(d) ? INFINITY : d * d;
-        rd += static_cast<double>(ref.logits[b][j]) * ref.logits[b][j];
-      }
-      bad_row |= !(rn <= row_tol * rd);
-      num += rn;
-      den += rd;
-    }
-    const double e = den > 0.0 ? num / den : (num > 0.0 ? INFINITY : 0.0);
-    if (!(e <= max_nmse)) {
-      max_nmse = e;
-      worst_step = step;
-    }
-    if (!(e <= tol) || bad_row) ++bad_steps;
-  }
-
-  void selection(const StepResult& got, const StepResult& ref) {
-    for (size_t i = 0; i < ref.block_idx.size() && i < got.block_idx.size(); ++i) {
-      const auto& a = got.block_idx[i];
-      const auto& r = ref.block_idx[i];
-      if (a.shape != r.shape) continue;
-      const int64_t k = r.shape[2], rows = r.shape[0] * r.shape[1];
-      for (int64_t row = 0; row < rows; ++row) {
-        ++sel_rows;
-        sel_same += std::equal(a.data<int32_t>() + row * k, a.data<int32_t>() + (row + 1) * k,
-                               r.data<int32_t>() + row * k);
-      }
-    }
-  }
-};
 
 std::vector<std::vector<int32_t>> make_prompts(const RunOptions& o, const Config& c, int64_t n_vision) {
   MSA_CHECK_ARG(o.batch >= 1, "run", "batch", "must be >= 1");
@@ -158,9 +113,7 @@ int run_main(const RunOptions& o, std::ostream& out) {
   std::unique_ptr<Model> ref_model;
   std::unique_ptr<Session> ref_sess;
   hal::Device::Owned ref_vis_all;
-  Check check;
-  check.tol = model.dtype() == hal::DType::f32 ? 1e-10 : 5e-5;
-  check.row_tol = model.dtype() == hal::DType::f32 ? 1e-8 : 2e-4;
+  LogitCheck check(model.dtype());
   if (o.check) {
     ref_device = hal::create_device("cpu-ref");
     ref_model = std::make_unique<Model>(*ref_device, w, model.dtype(), false);
@@ -177,8 +130,7 @@ int run_main(const RunOptions& o, std::ostream& out) {
   rep.prefill_sel = r.selection;
   if (o.check) {
     const StepResult rr = ref_sess->prefill();
-    check.logits(0, r, rr);
-    check.selection(r, rr);
+    check.step(0, r, rr);
   }
   for (int step = 1;; ++step) {
     for (int b = 0; b < o.batch; ++b) rep.generated[b].push_back(r.ids[b]);
@@ -191,8 +143,7 @@ int run_main(const RunOptions& o, std::ostream& out) {
     rep.last_sel = r.selection;
     if (o.check) {
       const StepResult rr = ref_sess->decode(next);
-      check.logits(step, r, rr);
-      check.selection(r, rr);
+      check.step(step, r, rr);
     }
     if (o.progress && (step % 16 == 0 || step + 1 == o.gen))
       out << "  decode step " << step << "/" << o.gen - 1 << "\n" << std::flush;
@@ -204,16 +155,8 @@ int run_main(const RunOptions& o, std::ostream& out) {
   print_report(rep, out);
 
   if (!o.check) return 0;
-  out << "check vs cpu-ref (" << o.gen << " steps, tolerance NMSE <= " << check.tol << ", per sequence <= "
-      << check.row_tol << "): max NMSE "
-      << std::scientific << std::setprecision(2) << check.max_nmse << std::defaultfloat << " at step "
-      << check.worst_step;
-  if (check.sel_rows > 0)
-    out << "; selected blocks identical in " << std::fixed << std::setprecision(2)
-        << 100.0 * static_cast<double>(check.sel_same) / static_cast<double>(check.sel_rows) << "% of "
-        << check.sel_rows << " (query, head) rows" << std::defaultfloat;
-  out << "\n" << (check.bad_steps == 0 ? "check: PASS" : "check: FAIL (" + std::to_string(check.bad_steps) + " steps over tolerance)") << "\n";
-  return check.bad_steps == 0 ? 0 : 1;
+  check.print(out);
+  return check.passed() ? 0 : 1;
 }
 
 int init_weights_main(const std::string& dir, const std::string& preset, uint64_t seed, std::ostream& out) {
