@@ -97,10 +97,11 @@ StepOutput Decoder::forward(const StepInput& in) {
   if (in.vis.present()) run_.scatter_visual(b.tokens, in.vis, c_.image_token_id, x);
 
   StepOutput so;
+  std::vector<Tensor> selection;  // block_idx of each MSA layer (collect_selection)
   for (int l = 0; l < c_.num_hidden_layers; ++l) {
     const std::string p = layer_prefix(l);
     run_.rms_norm(x, w_.get(p + "input_layernorm.weight"), c_.rms_norm_eps, h);
-    attention(l, b, h, o, so);
+    attention(l, b, h, o, selection);
     run_.add(x, o, x2);
     std::swap(x, x2);
     run_.rms_norm(x, w_.get(p + "post_attention_layernorm.weight"), c_.rms_norm_eps, h);
@@ -111,9 +112,20 @@ StepOutput Decoder::forward(const StepInput& in) {
 
   // Final norm, LM head and argmax on the rows asked for only.
   const int64_t n = static_cast<int64_t>(in.out_rows.size());
-  if (n == 0) return so;
+  if (n > 0) head(in, x, so);
+  for (const Tensor& t : selection) {
+    so.block_idx.push_back(run_.download(t));
+    add_selection_stats(so.block_idx.back(), b.h_pos, b.h_cu_q, c_.sparse_query_block, c_.sparse_block_size,
+                        so.selection);
+  }
+  return so;
+}
+
+void Decoder::head(const StepInput& in, const Tensor& x, StepOutput& so) {
+  const hal::DType dt = w_.dtype();
+  const int64_t n = static_cast<int64_t>(in.out_rows.size()), T = x.dim(0), H = c_.hidden_size;
   Tensor last = x;
-  if (n != b.T) {
+  if (n != T) {
     last = ws_.get("d.last", dt, {n, H});
     for (int64_t i = 0; i < n;) {  // one copy per run of consecutive rows
       int64_t j = i + 1;
@@ -129,10 +141,10 @@ StepOutput Decoder::forward(const StepInput& in) {
   run_.matmul(hn, head, so.logits);
   so.ids = ws_.get("d.ids", hal::DType::i32, {n});
   run_.argmax(so.logits, so.ids);
-  return so;
 }
 
-void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& out, StepOutput& so) {
+void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& out,
+                        std::vector<Tensor>& selection) {
   const std::string p = layer_prefix(l) + "self_attn.";
   const hal::DType dt = w_.dtype();
   const int64_t T = b.T, Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim;
@@ -184,7 +196,10 @@ void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& ou
     ka.ki_scale = lc.ki_scale;
     run_.kv_append(ka);
     const int64_t Hs = c_.sparse_num_index_heads;
-    const Tensor block_idx = ws_.get("a.block_idx", hal::DType::i32, {b.NQ, Hs, c_.sparse_topk_blocks});
+    // With collect_selection each layer keeps its own slot, downloaded after the last layer
+    // (one synchronisation per forward, not one per layer).
+    const std::string slot = opt_.collect_selection ? "a.block_idx." + std::to_string(l) : "a.block_idx";
+    const Tensor block_idx = ws_.get(slot, hal::DType::i32, {b.NQ, Hs, c_.sparse_topk_blocks});
     index_selection(l, b, h, block_idx);
     ops::SparseAttentionArgs sa;
     sa.q = q;
@@ -200,11 +215,7 @@ void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& ou
     sa.out = attn;
     sa.lse = lse;
     run_.sparse_block_attention(sa);
-    if (opt_.collect_selection) {
-      so.block_idx.push_back(run_.download(block_idx));
-      add_selection_stats(so.block_idx.back(), b.h_pos, b.h_cu_q, c_.sparse_query_block,
-                          c_.sparse_block_size, so.selection);
-    }
+    if (opt_.collect_selection) selection.push_back(block_idx);
   }
   run_.matmul(attn.reshape({T, Hq * D}), w_.get(p + "o_proj.weight"), out);
 }

@@ -23,7 +23,7 @@ namespace msa::model {
 
 struct DecoderOptions {
   // Download every MSA layer's block_idx after each forward (for the attended fraction
-  // and the cross-check; adds a synchronisation per layer).
+  // and the cross-check; one extra synchronisation per forward).
   bool collect_selection = false;
   // Run the MSA layers with dense attention too (the dense baseline).
   bool force_dense = false;
@@ -68,9 +68,11 @@ class Decoder {
 
  private:
   struct Batch;  // the per-forward index tensors and sizes
-  void attention(int layer, const Batch& b, const Tensor& h, const Tensor& out, StepOutput& so);
+  void attention(int layer, const Batch& b, const Tensor& h, const Tensor& out, std::vector<Tensor>& selection);
   void index_selection(int layer, const Batch& b, const Tensor& h, const Tensor& block_idx);
   void mlp(int layer, const Batch& b, const Tensor& h, const Tensor& out);
+  // Final norm, LM head and argmax of the rows in.out_rows of x.
+  void head(const StepInput& in, const Tensor& x, StepOutput& so);
 
   const Config& c_;
   const DeviceWeights& w_;
