@@ -1,5 +1,6 @@
 #include "backends/vulkan/device.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/vulkan/backend.h"
@@ -26,7 +27,17 @@ VulkanDevice::VulkanDevice(int index) : index_(index), ctx_(create_context(index
   table_ = make_kernel_table();
 }
 
+Allocation* VulkanDevice::workspace(uint64_t bytes) {
+  if (workspace_ == nullptr || workspace_->size < bytes) {
+    if (workspace_ != nullptr) stream_->defer_free(workspace_);
+    workspace_ = nullptr;
+    workspace_ = create_allocation(*ctx_, std::max<uint64_t>(bytes, uint64_t{1} << 20), MemoryKind::device_local);
+  }
+  return workspace_;
+}
+
 VulkanDevice::~VulkanDevice() {
+  if (workspace_ != nullptr) stream_->defer_free(workspace_);
   stream_.reset();  // waits for the GPU and frees deferred buffers
   destroy_allocation(*ctx_, dummy_);
   destroy_allocation(*ctx_, errors_);

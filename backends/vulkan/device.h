@@ -34,6 +34,10 @@ class VulkanDevice : public hal::Device {
   Allocation* error_flags() const { return errors_; }
   // A small device buffer bound in place of absent optional tensors.
   Allocation* dummy() const { return dummy_; }
+  // A device-local scratch buffer of at least `bytes`, shared by all kernels (they run in
+  // stream order, separated by barriers); grows by replacing it (the old one is freed
+  // once the work recorded so far is done).
+  Allocation* workspace(uint64_t bytes);
 
  private:
   int index_;
@@ -41,6 +45,7 @@ class VulkanDevice : public hal::Device {
   std::unique_ptr<PipelineCache> pipelines_;
   Allocation* errors_ = nullptr;
   Allocation* dummy_ = nullptr;
+  Allocation* workspace_ = nullptr;
   std::unique_ptr<VulkanStream> stream_;
   hal::KernelTable table_;
 };

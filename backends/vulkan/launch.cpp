@@ -23,7 +23,7 @@ uint32_t Launch::bind(const hal::Tensor& t, const char* what) {
   MSA_CHECK_ARG(t.offset % esize == 0, where, what,
                 "byte offset " + std::to_string(t.offset) + " is not a multiple of the element size");
   const uint64_t align = dev_.caps().storage_align;
-  const uint64_t base = t.offset / align * align;
+  const uint64_t base = t.offset / align * align;  // (align is a power of two >= 1)
   const uint64_t skew = t.offset - base;
   // Round the range up to whole 32-bit words (16-bit and 8-bit data are read as words
   // or word-aligned pairs); allocations are padded to 16 bytes so this stays inside.
@@ -38,10 +38,13 @@ uint32_t Launch::bind(const hal::Tensor& t, const char* what) {
   return static_cast<uint32_t>(skew / esize);
 }
 
-void Launch::bind_raw(Allocation* a, uint64_t bytes) {
+void Launch::bind_raw(Allocation* a, uint64_t bytes, uint64_t offset) {
   uint64_t range = bytes < 4 ? 4 : (bytes + 3) / 4 * 4;
-  if (range > a->size) range = a->size;
-  infos_.push_back({a->buffer, 0, range});
+  if (offset + range > a->size) range = a->size - offset;
+  if (range > dev_.caps().max_storage_range)
+    throw Error(std::string(hal::op_name(op_)) + ": workspace binding of " + std::to_string(range) +
+                " bytes exceeds maxStorageBufferRange");
+  infos_.push_back({a->buffer, offset, range});
 }
 
 void Launch::run_raw(const void* pc, uint32_t pc_bytes, uint64_t groups) {

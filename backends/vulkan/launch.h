@@ -26,8 +26,9 @@ class Launch {
   // Binds `t` (or the dummy buffer when absent) and returns its element offset within
   // the binding, in units of its dtype (bytes for fp8). Throws msa::Error naming `what`.
   uint32_t bind(const hal::Tensor& t, const char* what);
-  // Binds a whole allocation (temporary tables); element offset 0.
-  void bind_raw(Allocation* a, uint64_t bytes);
+  // Binds `bytes` bytes of an allocation from byte `offset` (a multiple of
+  // minStorageBufferOffsetAlignment): temporary tables and workspace.
+  void bind_raw(Allocation* a, uint64_t bytes, uint64_t offset = 0);
 
   // Records the dispatch of `groups` workgroups (nothing when 0).
   template <typename PushConstants>

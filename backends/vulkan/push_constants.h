@@ -11,8 +11,17 @@ struct AttentionPC {
   uint32_t off_q, off_k, off_v, off_bt, off_kvlen, off_cuq, off_idx, off_out, off_lse;
   uint32_t T, Hq, Hkv, D, P, Bs, max_blocks, B, Qb, NQ, k, Hs;
   float scale;
+  uint32_t n_split;    // workgroups per (token, head)
+  uint32_t per_split;  // key-set units (block_idx entries / logical blocks) per split
 };
-static_assert(sizeof(AttentionPC) == 22 * 4);
+static_assert(sizeof(AttentionPC) == 24 * 4);
+
+// shaders/attn_combine.comp
+struct AttnCombinePC {
+  uint32_t off_opart, off_lpart, off_out, off_lse;
+  uint32_t rows, S, D;
+};
+static_assert(sizeof(AttnCombinePC) == 7 * 4);
 
 // shaders/patch_attention.comp
 struct PatchAttentionPC {

@@ -1,15 +1,25 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // sparse_block_attention (SPARSE=1) and dense_attention (SPARSE=0) over the paged,
-// block-major KV cache. One workgroup per (token t, query head h). A_TYPE: dtype of q,
-// the caches and out.
+// block-major KV cache. One workgroup per (token t, query head h, split): the split
+// takes `per_split` consecutive units of the key set (block_idx entries, or logical
+// blocks for dense). With SPLIT=1 each workgroup writes its normalised partial output
+// and LSE in f32 to scratch for attn_combine.comp; with SPLIT=0 (one split) it writes
+// out and lse directly. A_TYPE: dtype of q, the caches and out.
 #include "common.glsl"
 
 layout(push_constant) uniform PushConstants {
   uint off_q, off_k, off_v, off_bt, off_kvlen, off_cuq, off_idx, off_out, off_lse;
   uint T, Hq, Hkv, D, P, Bs, max_blocks, B, Qb, NQ, k, Hs;
   float scale;
+  uint n_split, per_split;
 } pc;
+
+#if SPLIT
+#define OUT_TYPE DT_F32
+#else
+#define OUT_TYPE A_TYPE
+#endif
 
 layout(std430, binding = 1) readonly buffer QBuf { STORAGE(A_TYPE) q_d[]; };
 layout(std430, binding = 2) readonly buffer KBuf { STORAGE(A_TYPE) k_d[]; };
@@ -18,7 +28,7 @@ layout(std430, binding = 4) readonly buffer BtBuf { int bt_d[]; };
 layout(std430, binding = 5) readonly buffer KvlBuf { int kvlen_d[]; };
 layout(std430, binding = 6) readonly buffer CuqBuf { int cuq_d[]; };
 layout(std430, binding = 7) readonly buffer IdxBuf { int idx_d[]; };
-layout(std430, binding = 8) writeonly buffer OutBuf { STORAGE(A_TYPE) out_d[]; };
+layout(std430, binding = 8) writeonly buffer OutBuf { STORAGE(OUT_TYPE) out_d[]; };
 layout(std430, binding = 9) writeonly buffer LseBuf { float lse_d[]; };
 
 #define CU_Q(i) cuq_d[pc.off_cuq + (i)]
@@ -59,10 +69,12 @@ void main() {
     uint nq = seq_validate(maxkv, SPARSE != 0 ? pc.Qb : 1u, true);
     if (SPARSE != 0 && nq != pc.NQ) flag_error(ERR_NQ);
   }
-  if (gid >= pc.T * pc.Hq) return;
-  uint t = gid / pc.Hq, h = gid % pc.Hq;
+  uint row = gid / pc.n_split, split = gid % pc.n_split;
+  if (row >= pc.T * pc.Hq) return;
+  uint t = row / pc.Hq, h = row % pc.Hq;
   uint g = h / (pc.Hq / pc.Hkv);
-  attn_begin(pc.off_q + (t * pc.Hq + h) * pc.D, pc.D, pc.scale);
+  attn_begin(pc.off_q + row * pc.D, pc.D, pc.scale);
+  uint u0 = split * pc.per_split;  // this split's units [u0, u0 + per_split)
 
   bool ok = pc.B > 0u;
   SeqInfo s;
@@ -79,9 +91,9 @@ void main() {
     uint nblk = (uint(s.kvl) + pc.Bs - 1u) / pc.Bs;
     uint qb = seq_qb_start(b, maxkv, pc.Qb) + pos / pc.Qb - uint(s.pos0) / pc.Qb;
     if (qb < pc.NQ) {
-      uint row = pc.off_idx + (qb * pc.Hs + (pc.Hs == 1u ? 0u : g)) * pc.k;
-      for (uint i = 0u; i < pc.k; ++i) {
-        int c = idx_d[row + i];
+      uint sel = pc.off_idx + (qb * pc.Hs + (pc.Hs == 1u ? 0u : g)) * pc.k;
+      for (uint i = u0; i < min(u0 + pc.per_split, pc.k); ++i) {
+        int c = idx_d[sel + i];
         // Padding (-1) and entries outside the sequence contribute nothing.
         if (c < 0 || uint(c) >= nblk || uint(c) * pc.Bs > pos) continue;
         uint page = page_of(b, uint(c));
@@ -89,16 +101,22 @@ void main() {
       }
     }
 #else
-    for (uint c = 0u; c * pc.Bs < s_lim; ++c) {
+    for (uint c = u0; c < u0 + pc.per_split && c * pc.Bs < s_lim; ++c) {
       uint page = page_of(b, c);
       if (page != INVALID) attend_block(page, g, c, min(c * pc.Bs + pc.Bs, s_lim));
     }
 #endif
   }
-  uint o = pc.off_out + (t * pc.Hq + h) * pc.D;
+#if SPLIT
+  uint o = pc.off_out + (row * pc.n_split + split) * pc.D;
+  uint l = pc.off_lse + row * pc.n_split + split;
+#else
+  uint o = pc.off_out + row * pc.D;
+  uint l = pc.off_lse + row;
+#endif
   [[unroll]] for (uint j = 0u; j < DPT; ++j) {
     uint d = tid + j * WGS;
-    if (d < pc.D) ST(A_TYPE, out_d, o + d, attn_out(j));
+    if (d < pc.D) ST(OUT_TYPE, out_d, o + d, attn_out(j));
   }
-  if (tid == 0u) lse_d[pc.off_lse + t * pc.Hq + h] = attn_lse();
+  if (tid == 0u) lse_d[l] = attn_lse();
 }
