@@ -20,7 +20,8 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,nohead
 if has build; then
   say "configure + build"
   { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-      -DMSA_VULKAN=OFF -DMSA_HIP=OFF -DMSA_CPU_SIMD=OFF -DMSA_CUDA=ON &&
+      -DMSA_VULKAN=OFF -DMSA_HIP=OFF -DMSA_CPU_SIMD=OFF -DMSA_CUDA=ON \
+      -DCMAKE_CXX_FLAGS="-include cstdint" &&
     cmake --build build-gpu -j16 --target msa_cli msa-bench msa_tests_cuda; } > "$OUT/build.log" 2>&1
   rc=$?
   grep -E "error|warning: .*spill" "$OUT/build.log" | head -20 | tee -a "$LOG"
@@ -65,7 +66,7 @@ if has bench; then
   say "msa-bench decode (L = 32K, 128K, 1M; batch 1, 8)"
   FILTER=${MSA_BENCH_FILTER:-'T=(1|8) q=.*kv=\[(8 x )?(32768|131072|1048576)'}
   timeout 150 build-gpu/bench/msa-bench --backend=cuda --benchmark_filter="$FILTER" \
-    --benchmark_min_time=0.05 --benchmark_out="$OUT/bench.json" --benchmark_out_format=json > "$OUT/bench.log" 2>&1
+    --benchmark_min_time=0.05s --benchmark_out="$OUT/bench.json" --benchmark_out_format=json > "$OUT/bench.log" 2>&1
   SUMMARY+=("bench rc=$?")
   grep -vE "^\s*$" "$OUT/bench.log" | cut -c1-230 | tail -60 >> "$LOG"
 fi

@@ -27,7 +27,7 @@ bool launch_tc_sparse(Stream& st, const SparseParams& p, unsigned grid, hal::DTy
   if (!tc_ok(st, dt)) return false;
   MSA_TC_DISPATCH(dt, p.D, {
     constexpr int smem = TcLayout<DT, DP>::BYTES;
-    allow_smem(sparse_kernel<DT, DP, TcCore>, smem);
+    allow_smem<sparse_kernel<DT, DP, TcCore>>(smem, st.props().index);
     sparse_kernel<DT, DP, TcCore><<<grid, kAttnThreads, smem, st.native()>>>(p);
   });
   MSA_CUDA_CHECK_LAUNCH();
@@ -38,7 +38,7 @@ bool launch_tc_dense(Stream& st, const DenseParams& p, unsigned grid, hal::DType
   if (!tc_ok(st, dt)) return false;
   MSA_TC_DISPATCH(dt, p.D, {
     constexpr int smem = TcLayout<DT, DP>::BYTES;
-    allow_smem(dense_kernel<DT, DP, TcCore>, smem);
+    allow_smem<dense_kernel<DT, DP, TcCore>>(smem, st.props().index);
     dense_kernel<DT, DP, TcCore><<<grid, kAttnThreads, smem, st.native()>>>(p);
   });
   MSA_CUDA_CHECK_LAUNCH();
@@ -49,7 +49,7 @@ bool launch_tc_patch(Stream& st, const PatchParams& p, unsigned grid, hal::DType
   if (!tc_ok(st, dt)) return false;
   MSA_TC_DISPATCH(dt, p.D, {
     constexpr int smem = TcLayout<DT, DP>::BYTES;
-    allow_smem(patch_kernel<DT, DP, TcCore>, smem);
+    allow_smem<patch_kernel<DT, DP, TcCore>>(smem, st.props().index);
     patch_kernel<DT, DP, TcCore><<<grid, kAttnThreads, smem, st.native()>>>(p);
   });
   MSA_CUDA_CHECK_LAUNCH();

@@ -25,17 +25,29 @@ struct SparseParams {
   AttnOut o;
 };
 
+constexpr int kSelCache = 64;  // selected blocks per split whose pages are preloaded
+
 struct SparseSrc {
   const SparseParams* p;
   const int32_t* entries;
   int b, g, kv, e0, tpb;
+  const int* sel_c;     // shared: block of entry e0 + j (or -1), j < kSelCache
+  const int* sel_page;  // shared: its page (or -1)
   __device__ bool tile(int i, Tile& t) const {
     const int Bs = p->bt.Bs;
-    const int e = e0 + i / tpb, part = i % tpb;
-    const int c = entries[e];
-    if (c < 0 || c >= (kv + Bs - 1) / Bs) return false;  // contributes nothing (not an error)
-    const int64_t page = page_of(p->bt, b, c);
-    if (page < 0) return false;
+    const int j = i / tpb, part = i % tpb;
+    int c;
+    int64_t page;
+    if (j < kSelCache) {  // preloaded (and validated) in parallel at kernel start
+      c = sel_c[j];
+      page = sel_page[j];
+      if (c < 0 || page < 0) return false;
+    } else {
+      c = entries[e0 + j];
+      if (c < 0 || c >= (kv + Bs - 1) / Bs) return false;  // contributes nothing (not an error)
+      page = page_of(p->bt, b, c);
+      if (page < 0) return false;
+    }
     t.kpos0 = c * Bs + part * kBK;
     t.nkeys = min(kBK, min(Bs - part * kBK, kv - t.kpos0));
     const int64_t off = ((page * p->Hkv + g) * Bs + part * kBK) * int64_t{p->D} * p->es;
@@ -58,7 +70,10 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_kernel(SparseParams p) {
   x /= p.nrc;
   const int g = static_cast<int>(x % p.Hkv);
   const int64_t qb = x / p.Hkv;
-  const QBlock q = locate_qblock(p.bt, p.Qb, qb, p.NQ, blockIdx.x == 0);
+  __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
+  __shared__ int sel_c[kSelCache], sel_page[kSelCache];
+  const Batch bt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
+  const QBlock q = locate_qblock(bt, p.Qb, qb, p.NQ, blockIdx.x == 0);
   if (q.ntok <= rc * p.tpc) return;  // no rows here (uniform)
   int64_t* row_id = attn_row_id<L>(smem);
   int* row_lim = attn_row_lim<L>(smem);
@@ -71,8 +86,15 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_kernel(SparseParams p) {
   __syncthreads();
   const int eps = (p.k + p.S - 1) / p.S, e0 = split * eps;
   const int ne = max(0, min(p.k, e0 + eps) - e0);
-  SparseSrc src{&p, p.bidx + (qb * p.Hs + (p.Hs == 1 ? 0 : g)) * int64_t{p.k}, q.b, g, q.kv, e0,
-                (p.bt.Bs + kBK - 1) / kBK};
+  const int32_t* entries = p.bidx + (qb * p.Hs + (p.Hs == 1 ? 0 : g)) * int64_t{p.k};
+  if (threadIdx.x < min(ne, kSelCache)) {
+    const int j = threadIdx.x, c = entries[e0 + j];
+    const bool ok = c >= 0 && c < (q.kv + p.bt.Bs - 1) / p.bt.Bs;
+    sel_c[j] = ok ? c : -1;
+    sel_page[j] = ok ? static_cast<int>(page_of(p.bt, q.b, c)) : -1;
+  }
+  __syncthreads();
+  SparseSrc src{&p, entries, q.b, g, q.kv, e0, (p.bt.Bs + kBK - 1) / kBK, sel_c, sel_page};
   AttnOut o = p.o;
   o.split = split;
   Core::template run<DT, DP>(smem, p.q, p.D, p.scale, src, ne * src.tpb, o);
@@ -121,11 +143,13 @@ __global__ void __launch_bounds__(kAttnThreads) dense_kernel(DenseParams p) {
   const int64_t slot = x / p.Hkv;
   if (blockIdx.x == 0)
     for (int b = threadIdx.x; b < p.bt.B; b += blockDim.x) load_seq(p.bt, b);
+  __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
+  const Batch bt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
   int b = -1, chunk = 0;
   Seq sq;
   int64_t acc = 0;
-  for (int i = 0; i < p.bt.B; ++i) {
-    const Seq s = load_seq(p.bt, i, false);
+  for (int i = 0; i < bt.B; ++i) {
+    const Seq s = load_seq(bt, i, false);
     const int n = s.ok ? (s.qlen + p.tpc - 1) / p.tpc : 0;
     if (slot < acc + n) {
       b = i;

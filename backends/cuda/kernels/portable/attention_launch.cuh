@@ -28,13 +28,6 @@ inline void split_buffers(Stream& st, int S, int64_t rows, int64_t D, AttnOut& o
   o.rows_total = rows;
 }
 
-// Raises the kernel's dynamic shared memory limit when it needs more than 48 KiB.
-template <typename K>
-void allow_smem(K kernel, int bytes) {
-  if (bytes > 48 * 1024)
-    MSA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-}
-
 template <int DT>
 void launch_merge(Stream& st, const AttnOut& o, int S, int64_t rows, int D, void* out, float* lse) {
   using T = typename Elem<DT>::T;

@@ -37,7 +37,9 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
   const int tid = threadIdx.x;
   int32_t* out = p.idx + row * p.k;
 
-  const QBlock q = locate_qblock(p.bt, p.Qb, qb, p.NQ, blockIdx.x == 0);
+  __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
+  const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
+  const QBlock q = locate_qblock(cbt, p.Qb, qb, p.NQ, blockIdx.x == 0);
   if (q.ntok <= 0) {
     for (int i = tid; i < p.k; i += kThreads) out[i] = -1;
     if (tid == 0) p.cnt[row] = 0;
@@ -99,9 +101,11 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
   }
 
   // Threshold key K*: keys > K* are all taken, then `need` of the keys == K*.
-  uint32_t kstar = 1;
+  uint32_t kstar = 1;  // below every candidate: all candidates are taken
   int need = 0;
-  if (ncand > r) {
+  if (r == 0) {
+    kstar = 0xffffffffu;  // above every key (NaN maps to -inf): no candidate is taken
+  } else if (ncand > r) {
     need = r;
     while (kmin < kmax) {
       const uint64_t range = uint64_t{kmax} - kmin + 1;
@@ -201,10 +205,8 @@ void block_topk(hal::Stream& s, const ops::BlockTopkArgs& a) {
   p.n_sink = a.n_sink;
   p.n_local = a.n_local;
   const size_t smem = static_cast<size_t>(std::max(p.n, 1)) * sizeof(uint32_t);
-  if (smem > 48 * 1024) {
-    MSA_CUDA_CHECK(cudaFuncSetAttribute(topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
-  }
+  // Sized for the largest row the kernel accepts, so the attribute is set once.
+  allow_smem<topk_kernel>(static_cast<int>(kTopkMaxBlocks * sizeof(uint32_t)), st.props().index);
   topk_kernel<<<static_cast<unsigned>(a.NQ * Hs), kThreads, smem, st.native()>>>(p);
   MSA_CUDA_CHECK_LAUNCH();
 }

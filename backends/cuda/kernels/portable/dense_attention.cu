@@ -47,7 +47,7 @@ void dense_attention(hal::Stream& s, const ops::DenseAttentionArgs& a) {
     if (!launch_tc_dense(st, p, grid, a.q.dtype)) {
       MSA_DISPATCH_DP(D, DP, {
         constexpr int smem = AttnLayout<DT, DP>::BYTES;
-        allow_smem(dense_kernel<DT, DP, FmaCore>, smem);
+        allow_smem<dense_kernel<DT, DP, FmaCore>>(smem, st.props().index);
         dense_kernel<DT, DP, FmaCore><<<grid, kAttnThreads, smem, st.native()>>>(p);
         MSA_CUDA_CHECK_LAUNCH();
       });

@@ -85,7 +85,9 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
   const int Bs = p.bt.Bs, MB = p.bt.max_blocks;
   const float ninf = -FLT_MAX * 2.0f;
 
-  const QBlock q = locate_qblock(p.bt, p.Qb, qb, p.NQ, blockIdx.x == 0);
+  __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
+  const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
+  const QBlock q = locate_qblock(cbt, p.Qb, qb, p.NQ, blockIdx.x == 0);
   const int nblk = q.ntok > 0 ? (q.kv + Bs - 1) / Bs : 0;
   const int plast = q.p0 + q.ntok - 1;
   const int clast = q.ntok > 0 ? min(nblk - 1, plast / Bs) : -1;  // later blocks are causal-masked
@@ -116,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
       if (page >= 0) {
         for (int ti = 0; ti < q.ntok; ++ti) {
           const int pos = q.p0 + ti;
-          const int lim = min(q.kv - 1, pos) - c * Bs;  // last valid row of this block for this token
+          const int lim = min(min(q.kv - 1, pos) - c * Bs, Bs - 1);  // last valid row of the block for this token
           if (lim < 0) continue;
           const int t = q.t0 + ti;
           if (t != loaded_t || h0 != loaded_h) {

@@ -74,7 +74,7 @@ void patch_attention_3d(hal::Stream& s, const ops::PatchAttention3dArgs& a) {
     if (!launch_tc_patch(st, p, grid, a.q.dtype)) {
       MSA_DISPATCH_DP(D, DP, {
         constexpr int smem = AttnLayout<DT, DP>::BYTES;
-        allow_smem(patch_kernel<DT, DP, FmaCore>, smem);
+        allow_smem<patch_kernel<DT, DP, FmaCore>>(smem, st.props().index);
         patch_kernel<DT, DP, FmaCore><<<grid, kAttnThreads, smem, st.native()>>>(p);
         MSA_CUDA_CHECK_LAUNCH();
       });

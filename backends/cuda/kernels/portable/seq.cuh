@@ -91,6 +91,24 @@ __device__ __forceinline__ QBlock locate_qblock(const Batch& bt, int Qb, int64_t
   return r;
 }
 
+// Copies cu_q and kv_len into shared memory (when B <= cap) so the per-block scans of
+// locate_qblock / load_seq read shared memory instead of a chain of global loads.
+// Returns the batch to use (pointing at the copies, or `bt` itself). Contains a barrier:
+// call with every thread of the block.
+__device__ __forceinline__ Batch cache_batch(const Batch& bt, int32_t* s_cu, int32_t* s_kv, int cap) {
+  if (bt.B > cap) return bt;
+  for (int i = threadIdx.x; i <= bt.B; i += blockDim.x) {
+    s_cu[i] = bt.cu_q[i];
+    if (i < bt.B) s_kv[i] = bt.kv_len[i];
+  }
+  __syncthreads();
+  Batch c = bt;
+  c.cu_q = s_cu;
+  c.kv_len = s_kv;
+  return c;
+}
+inline constexpr int kBatchCache = 256;
+
 // The sequence holding packed token t (binary search over cu_q); -1 when none.
 __device__ __forceinline__ int seq_of_token(const Batch& bt, int t) {
   int lo = 0, hi = bt.B - 1, found = -1;

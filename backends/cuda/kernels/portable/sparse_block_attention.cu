@@ -53,7 +53,7 @@ void sparse_block_attention(hal::Stream& s, const ops::SparseAttentionArgs& a) {
     if (!launch_tc_sparse(st, p, grid, a.q.dtype)) {
       MSA_DISPATCH_DP(D, DP, {
         constexpr int smem = AttnLayout<DT, DP>::BYTES;
-        allow_smem(sparse_kernel<DT, DP, FmaCore>, smem);
+        allow_smem<sparse_kernel<DT, DP, FmaCore>>(smem, st.props().index);
         sparse_kernel<DT, DP, FmaCore><<<grid, kAttnThreads, smem, st.native()>>>(p);
         MSA_CUDA_CHECK_LAUNCH();
       });
