@@ -190,6 +190,11 @@ void run_case(benchmark::State& st, Target* t, const cases::Case* c) {
   st.counters["dev_MiB"] = static_cast<double>(p->device_bytes()) / (1 << 20);
   st.counters["rss_MiB"] = rss_mib();
   for (const auto& [name, v] : c->counters()) st.counters[name] = v;
+  try {
+    for (const auto& [name, v] : c->counters_after_run(*p)) st.counters[name] = v;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: reading outputs failed: %s\n", c->name().c_str(), e.what());
+  }
   if (c->has_baseline()) {
     try {
       const int reps = static_cast<int>(std::clamp<size_t>(secs.size(), 3, 20));

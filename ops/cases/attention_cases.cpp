@@ -24,6 +24,35 @@ Slot random_input(std::string name, hal::DType dtype, std::vector<int64_t> shape
   return s;
 }
 
+Slot random_walk_input(std::string name, hal::DType dtype, const Batch& batch, int H, int D, Rng& rng, double sigma,
+                       double a) {
+  const int64_t T = batch.T(), HD = int64_t{H} * D;
+  hal::HostTensor t(dtype, {T, H, D});
+  std::vector<double> x(static_cast<size_t>(HD));
+  const double b = std::sqrt(1.0 - a * a);
+  for (int64_t i = 0; i < T; ++i) {
+    const bool first = i == 0 || batch.token_seq[static_cast<size_t>(i)] != batch.token_seq[static_cast<size_t>(i - 1)];
+    for (int64_t j = 0; j < HD; ++j) {
+      x[static_cast<size_t>(j)] = first ? rng.normal() : a * x[static_cast<size_t>(j)] + b * rng.normal();
+      t.set(static_cast<size_t>(i * HD + j), static_cast<float>(sigma * x[static_cast<size_t>(j)]));
+    }
+  }
+  return Slot::input(std::move(name), std::move(t));
+}
+
+void add_block_structure(Slot& s, int Bs, Rng& rng, double strength) {
+  const int64_t D = s.shape.back(), rows = s.host.numel() / D;
+  std::vector<float> m(static_cast<size_t>(D));
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r % Bs == 0)
+      for (auto& x : m) x = static_cast<float>(strength * rng.normal());
+    for (int64_t d = 0; d < D; ++d) {
+      const size_t i = static_cast<size_t>(r * D + d);
+      s.host.set(i, s.host.get(i) + m[static_cast<size_t>(d)]);
+    }
+  }
+}
+
 Slot cache_input(std::string name, const Batch& batch, const Pages& pages, int heads, int D, hal::DType dtype,
                  Rng& rng, double sigma, bool perf) {
   bool tiled = false;
@@ -256,7 +285,9 @@ class MsaLayerCase : public Case {
   explicit MsaLayerCase(const AttnParams& p) : p_(p), batch_(p.q_len, p.kv_len, p.Qb) {}
   hal::OpId op() const override { return hal::OpId::sparse_block_attention; }
   std::string name() const override { return "msa_layer"; }
-  std::string vars() const override { return attn_vars(p_, VarsKind::layer); }
+  std::string vars() const override {
+    return attn_vars(p_, VarsKind::layer) + (p_.correlated ? " queries=walk keys=blocky" : "");
+  }
   double flops() const override {
     // Indexer: every causal token for every indexer head; sparse: up to k full blocks.
     double sel_pairs = 0;
@@ -286,16 +317,22 @@ class MsaLayerCase : public Case {
            + NQ * p_.Hs() * p_.k * 4.0;                                               // selections
   }
   bool has_baseline() const override { return true; }
+  std::vector<std::pair<std::string, double>> counters_after_run(PreparedCase& p) const override {
+    if (batch_.NQ() < 64) return {};
+    return {{"distinct_blocks_per_64", distinct_blocks_per_64(batch_, p.download("block_idx"))}};
+  }
   CaseData make_data(uint64_t seed, bool perf) const override {
     Rng rng(seed);
     const Pages pages = make_pages(batch_, p_.Bs, rng, p_.shuffle);
     const int64_t T = batch_.T(), NQ = batch_.NQ(), Hs = p_.Hs();
     CaseData d;
     d.slots.push_back(detail::random_input("q", p_.dtype, {T, p_.Hq, p_.D}, rng, 2.0, perf));
-    d.slots.push_back(detail::random_input("qi", p_.dtype, {T, Hs, p_.Di}, rng, 2.0, perf));
+    d.slots.push_back(p_.correlated ? detail::random_walk_input("qi", p_.dtype, batch_, static_cast<int>(Hs), p_.Di, rng, 2.0, 0.999)
+                                    : detail::random_input("qi", p_.dtype, {T, Hs, p_.Di}, rng, 2.0, perf));
     d.slots.push_back(detail::cache_input("k_cache", batch_, pages, p_.Hkv, p_.D, p_.dtype, rng, 1.0, perf));
     d.slots.push_back(detail::cache_input("v_cache", batch_, pages, p_.Hkv, p_.D, p_.dtype, rng, 1.0, perf));
     d.slots.push_back(detail::cache_input("ki_cache", batch_, pages, 0, p_.Di, p_.ki_dtype, rng, 1.0, perf));
+    if (p_.correlated) detail::add_block_structure(d.slots.back(), p_.Bs, rng, 2.0);
     d.slots.push_back(p_.ki_scale ? detail::ki_scale_input(batch_, pages, rng, perf) : Slot::none("ki_scale"));
     detail::push_index_slots(d, batch_, pages);
     d.slots.push_back(Slot::output("block_score", hal::DType::f32, {NQ, Hs, pages.max_blocks}, {}));

@@ -12,6 +12,16 @@ namespace msa::cases::detail {
 // A random input slot; in perf mode large tensors are tiled.
 Slot random_input(std::string name, hal::DType dtype, std::vector<int64_t> shape, Rng& rng, double sigma, bool perf);
 
+// [T][H][D] queries drawn as a slow random walk over tokens (x_t = a x_{t-1} +
+// sqrt(1-a^2) n_t per sequence), so adjacent tokens select mostly the same blocks.
+Slot random_walk_input(std::string name, hal::DType dtype, const Batch& batch, int H, int D, Rng& rng, double sigma,
+                       double a);
+
+// Adds strength * (one random vector per run of Bs rows) to the rows (last dim) of a
+// slot's contents: keys with block-level structure, so block scores are stable across
+// similar queries as in real models.
+void add_block_structure(Slot& s, int Bs, Rng& rng, double strength);
+
 // A paged cache slot (see make_cache).
 Slot cache_input(std::string name, const Batch& batch, const Pages& pages, int heads, int D, hal::DType dtype,
                  Rng& rng, double sigma, bool perf);

@@ -177,7 +177,7 @@ namespace {
 
 class Prepared final : public PreparedCase {
  public:
-  Prepared(const Case& c, hal::Device& dev, int sets) {
+  Prepared(const Case& c, hal::Device& dev, int sets) : dev_(dev) {
     sets = std::max(sets, 1);
     data_.resize(static_cast<size_t>(sets));
     for (int k = 0; k < sets; ++k) {
@@ -220,8 +220,15 @@ class Prepared final : public PreparedCase {
   }
   std::string unsupported() const override { return unsupported_; }
   size_t device_bytes() const override { return bytes_; }
+  hal::HostTensor download(std::string_view slot) override {
+    const Bound b(data_[last_].slots, views_[last_]);
+    const hal::Tensor t = b(slot);
+    if (!t.present()) throw Error("cases: slot '" + std::string(slot) + "' is absent");
+    return hal::to_host(dev_, t);
+  }
 
  private:
+  hal::Device& dev_;
   std::vector<CaseData> data_;
   std::vector<DeviceSlot> slots_;
   std::vector<std::vector<hal::Tensor>> views_;

@@ -127,6 +127,8 @@ class Case {
   virtual Launch bind_baseline(hal::Device& dev, const Bound& t) const { return bind(dev, t); }
   // Extra figures the benchmark reports (e.g. distinct blocks per 64 tokens).
   virtual std::vector<std::pair<std::string, double>> counters() const { return {}; }
+  // Figures read from a prepared case's outputs after it ran (e.g. msa_layer's selections).
+  virtual std::vector<std::pair<std::string, double>> counters_after_run(PreparedCase&) const { return {}; }
 
   // Runs on `dev` and on `ref` (cpu-ref) with the same fresh inputs and compares.
   CheckResult check(hal::Device& dev, hal::Device& ref) const;
@@ -152,6 +154,8 @@ class PreparedCase {
   virtual std::string unsupported() const = 0;
   // Bytes held on the device.
   virtual size_t device_bytes() const = 0;
+  // Downloads a tensor of the input set last run (waits for the stream).
+  virtual hal::HostTensor download(std::string_view slot) = 0;
 };
 
 using CaseList = std::vector<std::unique_ptr<Case>>;

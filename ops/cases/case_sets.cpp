@@ -357,9 +357,20 @@ void add_perf(CaseList& c, double scale) {
     p.correlated = false;
     c.push_back(dense_attention_case(p));
     c.push_back(msa_layer_case(p));
+    p.correlated = true;  // queries as a slow random walk: realistic selection reuse
+    c.push_back(msa_layer_case(p));
     AttnParams p64 = ref({{q}, {l}}, 64);
     c.push_back(sparse_attention_case(p64));
     c.push_back(msa_layer_case(p64));
+    if (L <= (int64_t{32} << 10)) {
+      // The whole context from empty.
+      AttnParams e = ref({{l}, {l}}, 1);
+      c.push_back(dense_attention_case(e));
+      c.push_back(msa_layer_case(e));
+      e.Qb = 64;
+      c.push_back(sparse_attention_case(e));
+      c.push_back(msa_layer_case(e));
+    }
   }
   // ViT: windows of 4 temporal patches of 32x32 patches (4096 tokens), two windows.
   VitParams v;
