@@ -38,12 +38,13 @@ inline unsigned grid_for(int64_t n, int threads, const DeviceProps& p) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(want, int64_t{p.sm_count} * 16)));
 }
 
-// Raises Kernel's dynamic shared memory limit when it needs more than 48 KiB, once per
-// kernel and device (the attribute call costs host time on every launch otherwise).
+// Sets Kernel's dynamic shared memory limit to `bytes`, once per kernel and device (the
+// attribute call costs host time on every launch otherwise). Always set, even under
+// 48 KiB: static shared memory counts towards the same default 48 KiB limit.
 template <auto Kernel>
 void allow_smem(int bytes, int device) {
   static unsigned done = 0;  // bit per device ordinal (< 32)
-  if (bytes <= 48 * 1024 || (device < 32 && ((done >> device) & 1u) != 0)) return;
+  if (device < 32 && ((done >> device) & 1u) != 0) return;
   MSA_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   if (device < 32) done |= 1u << device;
 }
