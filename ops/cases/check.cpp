@@ -67,8 +67,6 @@ int run_check(hal::Device& dev, std::string_view set, std::string_view op_filter
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   char line[256];
-  out << "msa check: " << dev.name() << " vs cpu-ref, cases=" << set
-      << (op_filter.empty() ? "" : ", op=" + std::string(op_filter)) << "\n";
   std::snprintf(line, sizeof line, "%-24s %6s %7s %8s %12s %12s\n", "op", "cases", "passed", "skipped", "worst error",
                 "tolerance");
   out << line;
