@@ -40,7 +40,10 @@ HWY_INLINE float ToF32(float x) { return x; }
 HWY_INLINE float ToF32(hwy::bfloat16_t x) {
   uint16_t b;
   std::memcpy(&b, &x, 2);
-  return hal::bf16_to_f32(b);
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
 }
 HWY_INLINE float ToF32(hwy::float16_t x) {
   uint16_t b;
@@ -52,7 +55,11 @@ HWY_INLINE float ToF32(Fp8E4m3 x) { return hal::fp8_e4m3_to_f32(x.bits); }
 // f32 -> element (round to nearest even), for outputs.
 HWY_INLINE void FromF32(float x, float* HWY_RESTRICT dst) { *dst = x; }
 HWY_INLINE void FromF32(float x, hwy::bfloat16_t* HWY_RESTRICT dst) {
-  const uint16_t b = hal::f32_to_bf16(x);
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  // Round to nearest even; NaN stays a (quiet) NaN.
+  const uint16_t b = (u & 0x7FFFFFFFu) > 0x7F800000u ? static_cast<uint16_t>((u >> 16) | 0x40u)
+                                                     : static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
   std::memcpy(dst, &b, 2);
 }
 HWY_INLINE void FromF32(float x, hwy::float16_t* HWY_RESTRICT dst) {
@@ -70,16 +77,20 @@ HWY_INLINE VF LoadF32(DF df, const hwy::float16_t* HWY_RESTRICT p) {
   const hn::Rebind<hwy::float16_t, DF> dh;
   return hn::PromoteTo(df, hn::LoadU(dh, p));
 }
-// E4M3FN: the 7 magnitude bits shifted into an f32 exponent/mantissa position give the
-// value times 2^-120 (subnormals included, as f32 subnormals), so one multiply finishes
-// the job; 0x7F is NaN; the sign bit moves to bit 31.
+// E4M3FN: a normal value (exponent field e >= 1) is the f32 whose exponent is e + 120
+// and whose top mantissa bits are the 3 fp8 ones, so its bits are (mag << 20) + (120 << 23);
+// a subnormal (e = 0) is m * 2^-9, exact from the integer; 0x7F is NaN; the sign bit moves
+// to bit 31. No f32 subnormal is ever touched (they would take microcode assists).
 HWY_INLINE VF LoadF32(DF df, const Fp8E4m3* HWY_RESTRICT p) {
   const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
   const hn::Rebind<uint8_t, DF> du8;
   const auto x = hn::PromoteTo(du, hn::LoadU(du8, reinterpret_cast<const uint8_t*>(p)));
   const auto mag = hn::And(x, hn::Set(du, 0x7Fu));
   const auto sign = hn::ShiftLeft<24>(hn::And(x, hn::Set(du, 0x80u)));
-  VF v = hn::Mul(hn::BitCast(df, hn::ShiftLeft<20>(mag)), hn::Set(df, 1.329227995784916e36f));  // 2^120
+  const VF normal = hn::BitCast(df, hn::Add(hn::ShiftLeft<20>(mag), hn::Set(du, 120u << 23)));
+  const VF sub = hn::Mul(hn::ConvertTo(df, hn::BitCast(di, mag)), hn::Set(df, 1.0f / 512.0f));
+  VF v = hn::IfThenElse(hn::RebindMask(df, hn::Lt(mag, hn::Set(du, 8u))), sub, normal);
   v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(mag, hn::Set(du, 0x7Fu))), hn::NaN(df), v);
   return hn::Or(v, hn::BitCast(df, sign));
 }

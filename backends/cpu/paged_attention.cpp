@@ -67,14 +67,20 @@ void RunTask(const PagedAttnPlan& p, const PagedAttnPlan::Task& task) {
   const int64_t e1 = grp.n_chunks > 1 ? std::min(grp.n_list, e0 + p.chunk) : grp.n_list;
   const T* kc = static_cast<const T*>(p.k_cache);
   const T* vc = static_cast<const T*>(p.v_cache);
-  for (int64_t e = e0; e < e1; ++e) {
+  // The page of list entry e, or -1 when it contributes nothing (negative, past the
+  // sequence's blocks, or wholly after the group's last query).
+  auto page_of = [&](int64_t e) -> int64_t {
     const int64_t c = grp.list != nullptr ? grp.list[e] : e;
-    // Entries that are negative or past the sequence's blocks contribute nothing, and so
-    // does a block wholly after the group's last query.
-    if (c < 0 || c >= seq.n_blocks || c * p.Bs > max_pos) continue;
-    const int64_t page = p.block_table[grp.seq * p.max_blocks + c];
+    if (c < 0 || c >= seq.n_blocks || c * p.Bs > max_pos) return -1;
+    return p.block_table[grp.seq * p.max_blocks + c];
+  };
+  const size_t slab = Bs * D;  // elements of one (page, KV head) slab
+  for (int64_t e = e0; e < e1; ++e) {
+    const int64_t page = page_of(e);
+    if (page < 0) continue;
+    const int64_t c = grp.list != nullptr ? grp.list[e] : e;
     const size_t nk = static_cast<size_t>(std::min<int64_t>(p.Bs, seq.kv_len - c * p.Bs));
-    const size_t base = (static_cast<size_t>(page * p.Hkv + grp.kv_head) * Bs) * D;
+    const size_t base = static_cast<size_t>(page * p.Hkv + grp.kv_head) * slab;
     ConvertRows(kc + base, D, nk, D, nullptr, ktile);
     ConvertRows(vc + base, D, nk, D, nullptr, vtile);
     AttendTile(g, ktile, vtile, nk, static_cast<float>(c * p.Bs));
