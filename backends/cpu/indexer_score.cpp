@@ -72,21 +72,54 @@ HWY_INLINE void ScoreTileRows(const float* qt, size_t rpad, const float* lim, co
   }
 }
 
-// Logits of NR rows (q [NR][Di] f32, scaled) against keys j < nk of one block, two keys
-// at a time for independent FMA chains: logit[rr][j].
+#if HWY_TARGET != HWY_SCALAR
+// Stores the 4 lanes of v folded down from its full width (sum of the 128-bit blocks).
+template <class D>
+HWY_INLINE void StoreFolded(D d, hn::VFromD<D> v, float* HWY_RESTRICT out) {
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    const hn::Half<D> dh;
+    StoreFolded(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)), out);
+  } else {
+    hn::StoreU(v, d, out);
+  }
+}
+#endif
+
+// out[0..4) = the lane sums of a, b, c, e: two interleave levels inside each 128-bit
+// block, then the blocks are folded (a few shuffles for four sums, instead of a full
+// horizontal reduction per sum).
+HWY_INLINE void Sum4(VF a, VF b, VF c, VF e, float* HWY_RESTRICT out) {
+  const DF df;
+#if HWY_TARGET == HWY_SCALAR
+  out[0] = hn::GetLane(a);
+  out[1] = hn::GetLane(b);
+  out[2] = hn::GetLane(c);
+  out[3] = hn::GetLane(e);
+#else
+  const hn::Repartition<uint64_t, DF> d64;
+  const VF ab = hn::Add(hn::InterleaveLower(df, a, b), hn::InterleaveUpper(df, a, b));
+  const VF ce = hn::Add(hn::InterleaveLower(df, c, e), hn::InterleaveUpper(df, c, e));
+  const auto ab64 = hn::BitCast(d64, ab), ce64 = hn::BitCast(d64, ce);
+  const VF lo = hn::BitCast(df, hn::InterleaveLower(d64, ab64, ce64));
+  const VF hi = hn::BitCast(df, hn::InterleaveUpper(d64, ab64, ce64));
+  StoreFolded(df, hn::Add(lo, hi), out);
+#endif
+}
+
+// Logits of NR <= 4 rows (q [NR][Di] f32, scaled) against keys j < nk of one block, two
+// keys at a time for independent FMA chains: logit[rr][j].
 template <int NR, typename T>
 HWY_INLINE void DotLogits(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, size_t nk, size_t Di,
                           const float* HWY_RESTRICT kscale, float* HWY_RESTRICT logit, size_t ldl) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const size_t dv = Di / N * N;
-  size_t j = 0;
-  for (; j < nk; j += 2) {
+  for (size_t j = 0; j < nk; j += 2) {
     const bool two = j + 1 < nk;
     const T* k0 = k + j * Di;
     const T* k1 = two ? k0 + Di : k0;
-    VF a0[NR], a1[NR];
-    for (int rr = 0; rr < NR; ++rr) a0[rr] = a1[rr] = hn::Zero(df);
+    VF a0[4], a1[4];
+    for (int rr = 0; rr < 4; ++rr) a0[rr] = a1[rr] = hn::Zero(df);
     for (size_t d = 0; d < dv; d += N) {
       const VF x0 = LoadF32(df, k0 + d), x1 = LoadF32(df, k1 + d);
       for (int rr = 0; rr < NR; ++rr) {
@@ -95,19 +128,20 @@ HWY_INLINE void DotLogits(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, 
         a1[rr] = hn::MulAdd(x1, qv, a1[rr]);
       }
     }
+    float s0[4], s1[4];
+    Sum4(a0[0], a0[1], a0[2], a0[3], s0);
+    Sum4(a1[0], a1[1], a1[2], a1[3], s1);
     for (int rr = 0; rr < NR; ++rr) {
-      float s0 = hn::GetLane(hn::SumOfLanes(df, a0[rr]));
-      float s1 = hn::GetLane(hn::SumOfLanes(df, a1[rr]));
       for (size_t d = dv; d < Di; ++d) {
-        s0 += q[rr * Di + d] * ToF32(k0[d]);
-        s1 += q[rr * Di + d] * ToF32(k1[d]);
+        s0[rr] += q[rr * Di + d] * ToF32(k0[d]);
+        s1[rr] += q[rr * Di + d] * ToF32(k1[d]);
       }
       if (kscale != nullptr) {
-        s0 *= kscale[j];
-        if (two) s1 *= kscale[j + 1];
+        s0[rr] *= kscale[j];
+        if (two) s1[rr] *= kscale[j + 1];
       }
-      logit[rr * ldl + j] = s0;
-      if (two) logit[rr * ldl + j + 1] = s1;
+      logit[rr * ldl + j] = s0[rr];
+      if (two) logit[rr * ldl + j + 1] = s1[rr];
     }
   }
 }
