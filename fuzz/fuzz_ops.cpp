@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -361,13 +363,23 @@ void fuzz_kv_append(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& m
 
 // Outcome counts per op, printed at exit when MSA_FUZZ_STATS is set (shows how many
 // inputs got past validation and had their results checked).
+// With MSA_FUZZ_STATS=2 also every distinct "<op>: argument '<arg>'" that rejected an input.
 struct Stats {
   long ok[6] = {}, rejected[6] = {};
+  std::map<std::string, long> errors;
+  void error(const char* what) {
+    std::string s(what);
+    const size_t arg = s.find("'", s.find("argument '") == std::string::npos ? 0 : s.find("argument '") + 10);
+    errors[s.substr(0, arg == std::string::npos ? 60 : arg + 1)]++;
+  }
   ~Stats() {
-    if (std::getenv("MSA_FUZZ_STATS") == nullptr) return;
+    const char* env = std::getenv("MSA_FUZZ_STATS");
+    if (env == nullptr) return;
     static const char* names[] = {"indexer_score", "block_topk", "sparse_block_attention", "dense_attention",
                                   "patch_attention_3d", "kv_append"};
     for (int i = 0; i < 6; ++i) std::fprintf(stderr, "fuzz_ops: %-24s ok %ld  msa::Error %ld\n", names[i], ok[i], rejected[i]);
+    if (std::string(env) == "2")
+      for (const auto& [m, n] : errors) std::fprintf(stderr, "fuzz_ops:   %6ld  %s\n", n, m.c_str());
   }
 };
 Stats g_stats;
@@ -389,8 +401,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 5: fuzz_kv_append(f, *dev, m); break;
     }
     ++g_stats.ok[op];
-  } catch (const msa::Error&) {
-    ++g_stats.rejected[op];  // rejected with a message naming the argument: fine
+  } catch (const msa::Error& e) {
+    ++g_stats.rejected[op];
+    g_stats.error(e.what());  // rejected with a message naming the argument: fine
   }
   return 0;
 }
