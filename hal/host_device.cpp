@@ -6,6 +6,8 @@
 #include <new>
 #include <thread>
 
+#include <unistd.h>
+
 #include "hal/error.h"
 
 namespace msa::hal {
@@ -79,6 +81,12 @@ DeviceInfo HostDevice::info() const {
 }
 
 BufferPtr HostDevice::alloc(size_t bytes) {
+  // Refuse what cannot fit before asking the allocator: the padding below must not wrap,
+  // and sanitizer allocators abort on absurd sizes instead of throwing bad_alloc.
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0 && bytes / static_cast<size_t>(page) >= static_cast<size_t>(pages))
+    throw Error(name_ + ": cannot allocate " + std::to_string(bytes) + " bytes: more than the host's " +
+                std::to_string(static_cast<size_t>(pages) * static_cast<size_t>(page)) + " bytes of memory");
   // Round up so vector kernels may load whole 64-byte lines at the end of a tensor.
   const size_t padded = (bytes + kAlign - 1) / kAlign * kAlign + kAlign;
   void* p = nullptr;

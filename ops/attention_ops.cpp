@@ -130,7 +130,7 @@ void block_topk(hal::Device& device, const BlockTopkArgs& a) {
   c.require(a.k >= 1, "k", "must be >= 1");
   c.require(a.n_sink >= 0, "n_sink", "must be >= 0");
   c.require(a.n_local >= 0, "n_local", "must be >= 0");
-  const int64_t forced = int64_t{a.n_sink} + (a.n_local > 0 ? a.n_local - 1 + std::max(1, a.Qb / a.Bs) : 0);
+  const int64_t forced = int64_t{a.n_sink} + (a.n_local > 0 ? int64_t{a.n_local} - 1 + std::max(1, a.Qb / a.Bs) : 0);
   c.require(a.k >= forced, "k",
             "k = " + std::to_string(a.k) + " is smaller than the forced blocks n_sink + (n_local - 1 + max(1, Qb/Bs)) = " +
                 std::to_string(forced));
@@ -223,8 +223,9 @@ void patch_attention_3d(hal::Device& device, const PatchAttention3dArgs& args) {
     for (size_t i = 0; i + 2 < it.size(); i += 3) {
       c.require(it[i] >= 1 && it[i + 1] >= 1 && it[i + 2] >= 1, "items",
                 "item " + std::to_string(i / 3) + " has a grid dimension < 1");
-      total += int64_t{it[i]} * it[i + 1] * it[i + 2];
-      c.require(total <= a.q.shape[0], "items", "items cover more than the N = " + std::to_string(a.q.shape[0]) + " patches of q");
+      const int64_t hw = int64_t{it[i + 1]} * it[i + 2];  // < 2^62; the product of all three could overflow
+      c.require(it[i] <= (a.q.shape[0] - total) / hw, "items", "items cover more than the N = " + std::to_string(a.q.shape[0]) + " patches of q");
+      total += it[i] * hw;
     }
     c.require(total == a.q.shape[0], "items",
               "items cover " + std::to_string(total) + " patches but q has N = " + std::to_string(a.q.shape[0]));

@@ -1,5 +1,6 @@
 #include "ops/checks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <span>
 #include <vector>
@@ -18,6 +19,14 @@ void Checker::tensor(const hal::Tensor& t, const std::string& arg, int rank) con
   require(&t.buffer->device() == &device_, arg,
           "lives on device " + t.buffer->device().name() + ", not on " + device_.name());
   require(t.rank == rank, arg, "must have rank " + std::to_string(rank) + ", got " + t.str());
+  // Dims are public fields: reject negative ones and sizes whose byte count overflows
+  // before nbytes() is computed; then an unaligned offset (a kernel would load misaligned).
+  int64_t n = 1;
+  for (int i = 0; i < t.rank; ++i)
+    require(t.shape[i] >= 0 && !__builtin_mul_overflow(n, std::max<int64_t>(t.shape[i], 1), &n) &&
+                n <= INT64_MAX / 8, arg, t.str() + " has a negative dim or too many elements");
+  require(t.offset % hal::dtype_size(t.dtype) == 0, arg,
+          "byte offset " + std::to_string(t.offset) + " is not a multiple of the element size");
   require(t.offset <= t.buffer->bytes() && t.nbytes() <= t.buffer->bytes() - t.offset, arg,
           t.str() + " at byte offset " + std::to_string(t.offset) + " extends past its buffer of " +
               std::to_string(t.buffer->bytes()) + " bytes");
