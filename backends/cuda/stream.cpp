@@ -119,6 +119,21 @@ void Stream::synchronize() {
 void* Stream::workspace(size_t bytes) {
   if (bytes <= ws_bytes_) return ws_;
   activate();
+#if !(defined(__HIP_PLATFORM_AMD__) || defined(MSA_VENDOR_HIP))
+  // Growing inside a graph capture would hand later uncaptured ops memory that only
+  // exists once the graph has run: end the capture cleanly and say what to do instead.
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  MSA_CUDA_CHECK(cudaStreamIsCapturing(stream_, &cap));
+  if (cap != cudaStreamCaptureStatusNone) {
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(stream_, &g);
+    if (g != nullptr) cudaGraphDestroy(g);
+    cudaGetLastError();
+    throw Error(name_ + ": an op needs a larger workspace (" + std::to_string(bytes) +
+                " bytes) while the stream is being captured into a graph: run the captured ops "
+                "once uncaptured first (the capture was ended)");
+  }
+#endif
   size_t want = ws_bytes_ == 0 ? bytes : std::max(bytes, ws_bytes_ + ws_bytes_ / 2);
   want = (want + 4095) & ~size_t{4095};
   if (ws_ != nullptr) MSA_CUDA_CHECK(cudaFreeAsync(ws_, stream_));

@@ -33,8 +33,11 @@
 #define cudaFreeAsync hipFreeAsync
 #define cudaFreeHost hipHostFree
 // HIP 5.x has only hipFuncSetAttribute(const void*, ...), not CUDA's template overload.
+// AMD needs no opt-in for dynamic LDS (up to the workgroup's 64 KiB on CDNA; a larger
+// launch fails), so the CUDA opt-in, which may ask for more, is accepted as a no-op.
 template <typename F>
 inline hipError_t msa_hip_func_set_attribute(F* func, hipFuncAttribute attr, int value) {
+  if (attr == hipFuncAttributeMaxDynamicSharedMemorySize) return value >= 0 ? hipSuccess : hipErrorInvalidValue;
   return hipFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value);
 }
 #define cudaFuncSetAttribute msa_hip_func_set_attribute

@@ -3,7 +3,7 @@
 // block's tokens t; -inf where nothing is valid.
 //
 // Decode-first design: one warp streams one KV block (Bs x Di keys, contiguous) at a
-// time with 16-byte loads (8 for fp8), NI loads in flight per lane; lanes split each key row into
+// time with 16-byte loads (16 fp8 keys decoded branch-free), NI loads in flight per lane; lanes split each key row into
 // 16-byte chunks (CPR lanes per row) and hold qi for 4 heads in registers. The CPR
 // partial dot products of NI rows x 4 heads are combined by a reduce-scatter butterfly
 // (about 2 shuffles per row instead of 4 log2(CPR)), so each lane ends with a few finished
@@ -50,28 +50,57 @@ __device__ __forceinline__ void rs_stage(float (&v)[N], int lane, int o) {
   }
 }
 
-// Key chunk loaded per lane: 16 bytes, 8 for fp8 (keeps qi at 8 floats per head).
-template <int KDT> struct KeyLoad {
+// Key chunk loaded per lane: 16 bytes (16 fp8 keys, 8 bf16, 4 f32).
+struct KeyLoad {
   using V = uint4;
   static __device__ __forceinline__ V zero() { return make_uint4(0, 0, 0, 0); }
   static __device__ __forceinline__ V load(const void* p) { return __ldg(static_cast<const uint4*>(p)); }
 };
-template <> struct KeyLoad<kFP8> {
-  using V = uint2;
-  static __device__ __forceinline__ V zero() { return make_uint2(0, 0); }
-  static __device__ __forceinline__ V load(const void* p) { return __ldg(static_cast<const uint2*>(p)); }
-};
+
+// e4m3 -> float * 2^-8, branch-free, two keys per 32-bit word: u holds the two bytes in
+// the high byte of each 16-bit half; sign | (bits & 0x7f) << 7 is an f16 whose value is
+// the e4m3 value / 2^8 (bias 15 vs 7), exact for every finite e4m3 including subnormals;
+// the NaN pattern (magnitude 0x7f -> 0x3f80) gets bit 14 set by a carry trick (exponent
+// all ones, mantissa != 0: an f16 NaN). The 2^8 is folded into qi by the caller. Plain
+// integer ops (the compiler emits prmt/lop3), portable to HIP.
+__device__ __forceinline__ uint32_t fp8x2_hi_to_f16x2(uint32_t u) {
+  const uint32_t nan = (((u & 0x7f007f00u) + 0x01000100u) & 0x80008000u) >> 1;  // 0x4000 where |b| == 0x7f
+  return (u & 0x80008000u) | ((u >> 1) & 0x3f803f80u) | nan;
+}
+
+// Unpacks one 16-byte key chunk; fp8 values come out divided by 2^8 (see above).
+template <int KDT, int E>
+__device__ __forceinline__ void unpack_keys(const uint4& raw, float (&kf)[E]) {
+  if constexpr (KDT == kFP8) {
+    static_assert(E == 16, "16 fp8 keys per chunk");
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t h01 = fp8x2_hi_to_f16x2(((w[i] & 0xffu) << 8) | ((w[i] & 0xff00u) << 16));
+      const uint32_t h23 = fp8x2_hi_to_f16x2(((w[i] & 0xff0000u) >> 8) | (w[i] & 0xff000000u));
+      kf[4 * i + 0] = f16_bits_to_f32(static_cast<uint16_t>(h01 & 0xffffu));
+      kf[4 * i + 1] = f16_bits_to_f32(static_cast<uint16_t>(h01 >> 16));
+      kf[4 * i + 2] = f16_bits_to_f32(static_cast<uint16_t>(h23 & 0xffffu));
+      kf[4 * i + 3] = f16_bits_to_f32(static_cast<uint16_t>(h23 >> 16));
+    }
+  } else {
+    unpack16<KDT>(raw, kf);
+  }
+}
 
 template <int KDT, int DI>
 __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
   using KT = typename Elem<KDT>::T;
-  using KL = KeyLoad<KDT>;
+  using KL = KeyLoad;
   using LV = typename KL::V;
   constexpr int E = int(sizeof(LV) / sizeof(KT));  // elements per lane chunk
   constexpr int CPR = DI / E;                      // lanes per key row
   static_assert(CPR >= 1 && CPR <= kWarp, "row must fit a warp");
   constexpr int RPI = kWarp / CPR;                 // rows per load instruction
-  constexpr int NI = 8;                            // loads in flight per lane
+  // Loads in flight per lane: 8 x 16 bytes. (fp8: 16 keys per chunk hold 4 x 16 qi floats
+  // per lane, ~186 registers, one block per SM, still 32 KiB in flight per SM; NI = 4
+  // made ptxas spill at 128 registers.)
+  constexpr int NI = 8;
   constexpr int N = NI * kHC;                      // partial sums per lane
   static_assert(N >= CPR, "reduce-scatter needs N >= CPR");
   constexpr int NV = N / CPR;                      // finished logits per lane per batch
@@ -100,6 +129,8 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
   for (int s = 0; s < LOG_CPR; ++s)
     if (lane & (CPR >> (s + 1))) voff += N >> (s + 1);
 
+  // fp8 keys are decoded as value / 2^8: fold 2^8 into qi (exact, a power of two).
+  const float qscale = KDT == kFP8 ? p.scale * 256.0f : p.scale;
   float qv[kHC][E];
   int loaded_t = -1, loaded_h = -1;
   const KT* ki = static_cast<const KT*>(p.ki);
@@ -128,7 +159,7 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
               for (int e = 0; e < E; ++e) {
                 const int d = cc * E + e;
                 qv[h][e] = (h0 + h < p.Hi && d < p.Di)
-                               ? load_any(p.qi, p.qi_dt, (int64_t{t} * p.Hi + h0 + h) * p.Di + d) * p.scale
+                               ? load_any(p.qi, p.qi_dt, (int64_t{t} * p.Hi + h0 + h) * p.Di + d) * qscale
                                : 0.0f;
               }
             loaded_t = t;
@@ -152,9 +183,7 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
 #pragma unroll
             for (int it = 0; it < NI; ++it) {
               float kf[E];
-              const KT* ke = reinterpret_cast<const KT*>(&raw[it]);
-#pragma unroll
-              for (int e = 0; e < E; ++e) kf[e] = Elem<KDT>::load(ke[e]);
+              unpack_keys<KDT>(raw[it], kf);
 #pragma unroll
               for (int h = 0; h < kHC; ++h) {
                 float a = 0.0f;
