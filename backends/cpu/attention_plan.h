@@ -24,6 +24,9 @@ struct PagedAttnPlan {
     int64_t t_end = 0;
     const int32_t* list = nullptr;  // sparse: the block_idx row (n_list entries); dense: null = 0..n_list-1
     int64_t n_list = 0;
+    int64_t list_off = -1;      // >= 0: `list` is p.lists.data() + list_off (merged groups)
+    int64_t sel_off = -1;       // >= 0: merged query blocks; p.sel[sel_off + e*ntok + i] says
+                                // whether token i selected list entry e (else it is masked)
     int64_t n_chunks = 1;       // > 1: split over the key list
     int64_t task0 = 0;          // index of its first task
     int64_t part_off = 0;       // offset of its partial results in `partial` (floats)
@@ -47,6 +50,8 @@ struct PagedAttnPlan {
 
   std::vector<Group> groups;
   std::vector<Task> tasks;
+  std::vector<int32_t> lists;   // owned key lists of merged groups (Group::list points here)
+  std::vector<uint8_t> sel;     // token-selects-entry flags of merged groups
   int64_t chunk = 0;            // key list entries per chunk of a split group
   mutable std::vector<float> partial;  // per split task: o [D][rpad], m [rpad], l [rpad]
 
@@ -55,6 +60,12 @@ struct PagedAttnPlan {
   // Rows rounded up to whole vectors of the widest target (16 f32 lanes).
   static int64_t pad_rows(int64_t rows) { return (rows + 15) / 16 * 16; }
 };
+
+// Small query blocks (Qb = 1 prefill) of one sequence are merged into one group when
+// their selections overlap enough: the group runs the union of their lists, each row
+// masked to its own blocks, so each converted block serves several tokens. Merging
+// stops when (union size x rows) exceeds this factor times the separate work.
+inline constexpr double kMergeSlack = 1.5;
 
 // A call with fewer groups than this splits each group over its key list.
 inline constexpr int64_t kSplitBelowGroups = 64;

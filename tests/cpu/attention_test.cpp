@@ -167,6 +167,43 @@ TEST(CpuAttention, SparseMatchesReference) {
     }
 }
 
+// Qb = 1 prefill where neighbouring tokens choose nearly the same blocks (the realistic
+// case): the backend merges such tokens into one group over the union of their lists,
+// each row masked to its own blocks. Some tokens also list duplicates-free junk ids.
+TEST(CpuAttention, SparseOverlappingSelectionsMatchReference) {
+  MSA_REQUIRE_CPU_BACKEND();
+  uint64_t seed = 500;
+  for (int G : {16, 4, 1})
+    for (DType t : {DType::bf16, DType::f32}) {
+      const Paged p = make_paged({150, 1, 40}, {1500, 600, 40}, 64, 2 * G, 2, 64, t, seed++);
+      const int K = 6;
+      std::mt19937_64 g(seed++);
+      std::vector<int32_t> idx;
+      for (int b = 0; b < p.L.B; ++b) {
+        const int nb = p.L.n_blocks(b);
+        std::vector<int32_t> cur(K - 1);
+        for (auto& c : cur) c = static_cast<int32_t>(g() % nb);
+        for (int i = 0; i < p.L.q_len[b]; ++i) {
+          const int64_t pos = p.L.kv_len[b] - p.L.q_len[b] + i;
+          if (g() % 4 == 0) cur[g() % cur.size()] = static_cast<int32_t>(g() % nb);  // slow drift
+          for (int h = 0; h < 2; ++h) {
+            std::vector<int32_t> row = cur;
+            row.push_back(static_cast<int32_t>(pos / 64));  // the local block
+            std::sort(row.begin(), row.end());
+            row.erase(std::unique(row.begin(), row.end()), row.end());
+            if (h == 1 && !row.empty()) row.back() = -1;    // heads differ a little
+            while (static_cast<int>(row.size()) < K) row.push_back(g() % 3 == 0 ? nb + 1 : -1);
+            idx.insert(idx.end(), row.begin(), row.end());
+          }
+        }
+      }
+      const hal::HostTensor sel = host_i32({p.L.nq(1), 2, K}, idx);
+      Pair dev;
+      expect_close(run_sparse(dev.cpu, p, 1, false, sel), run_sparse(dev.ref, p, 1, false, sel), p,
+                   std::string("sparse overlapping ") + hal::dtype_name(t) + " G=" + std::to_string(G));
+    }
+}
+
 TEST(CpuAttention, SparseEmptySelectionGivesZeroAndMinusInf) {
   MSA_REQUIRE_CPU_BACKEND();
   const Paged p = make_paged({2}, {300}, 64, 4, 2, 64, DType::f32, 5);
