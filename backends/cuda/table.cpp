@@ -1,4 +1,5 @@
 // Fills the CUDA backend's kernel table and refuses the sizes its kernels do not cover.
+#include <cstdint>
 #include <string>
 
 #include "backends/cuda/device.h"
@@ -33,6 +34,10 @@ std::string indexer_supports(const ops::IndexerScoreArgs& a) {
   const int64_t Di = a.qi.dim(2);
   if (Di > 128) return "indexer head dim Di = " + std::to_string(Di) + " > 128 is not supported by the cuda kernels";
   if (Di % 16 != 0) return "indexer head dim Di = " + std::to_string(Di) + " must be a multiple of 16 on cuda";
+  // The kernel reads keys in 16-byte chunks (16 fp8 keys): refuse a misaligned view
+  // instead of faulting (cases and the caching allocator give 256-byte alignment).
+  if (a.ki_cache.present() && reinterpret_cast<uintptr_t>(a.ki_cache.data<char>()) % 16 != 0)
+    return "ki_cache must start at a 16-byte aligned address on cuda";
   return "";
 }
 std::string topk_supports(const ops::BlockTopkArgs& a) {
