@@ -108,7 +108,7 @@ void block_topk(hal::Stream&, const ops::BlockTopkArgs& a) {
     r.local_lo = a.n_local > 0 ? std::max<int64_t>(0, qb.p0 / Bs - a.n_local + 1) : 1;
     r.local_hi = a.n_local > 0 ? qb.p1 / Bs : 0;
     cnt[i] = select_row(r, k, idx + i * k, keys);
-  }, 8);
+  }, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, MB)));  // ~32K scores per task
 }
 
 }  // namespace msa::cpu

@@ -76,8 +76,8 @@ void set_thread_count(int n) {
 
 void parallel_for(int64_t n, const std::function<void(int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
-  if (n == 1) {
-    fn(0);
+  if (n <= grain) {  // one chunk: no point waking the arena
+    for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
   tbb::task_arena& a = arena();
