@@ -67,6 +67,7 @@ TEST(CpuSelection, IndexerScoreMatchesReference) {
       {{50, 0, 7}, {400, 3, 7}, 64, 4, 128, 1},     // prefill, Qb = 1: lane path
       {{50, 7}, {400, 9}, 64, 1, 64, 16},           // shared mode head, Qb = 16
       {{200}, {330}, 128, 4, 128, 128},             // Qb = 128 > group rows
+      {{1, 30, 0}, {500, 61, 0}, 32, 3, 72, 2},     // odd sizes: Hi = 3, Di = 72, Bs = 32
   };
   uint64_t seed = 1000;
   for (const S& s : shapes)
