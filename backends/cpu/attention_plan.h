@@ -78,4 +78,6 @@ namespace msa::cpu {
 // Key list entries (blocks) per chunk of a split group.
 inline constexpr int64_t kDenseChunkBlocks = 8;
 inline constexpr int64_t kSparseChunkBlocks = 4;
+// Chunks per split group at most (larger chunks at long contexts).
+inline constexpr int64_t kMaxChunks = 128;
 }  // namespace msa::cpu

@@ -228,12 +228,16 @@ void add_group(PagedAttnPlan& p, int64_t seq, int64_t hk, int64_t t0, int64_t t1
 
 // Splits groups when there are few, numbers the tasks, sizes the partial workspace.
 void finish_plan(PagedAttnPlan& p, int64_t chunk) {
-  p.chunk = chunk;
+  // At most kMaxChunks chunks per group bounds the partial workspace at long contexts
+  // (dense decode at 1M: 128 chunks of 64 blocks, not 1024 of 8). Shapes only decide.
+  int64_t longest = 0;
+  for (const PagedAttnPlan::Group& g : p.groups) longest = std::max(longest, g.n_list);
+  p.chunk = std::max(chunk, ceil_div(longest, kMaxChunks));
   const bool split = static_cast<int64_t>(p.groups.size()) < kSplitBelowGroups;
   int64_t off = 0;
   for (size_t gi = 0; gi < p.groups.size(); ++gi) {
     PagedAttnPlan::Group& g = p.groups[gi];
-    g.n_chunks = split && g.n_list > chunk ? ceil_div(g.n_list, chunk) : 1;
+    g.n_chunks = split && g.n_list > p.chunk ? ceil_div(g.n_list, p.chunk) : 1;
     g.task0 = static_cast<int64_t>(p.tasks.size());
     for (int64_t c = 0; c < g.n_chunks; ++c) p.tasks.push_back({static_cast<int64_t>(gi), c});
     if (g.n_chunks > 1) {

@@ -118,6 +118,7 @@ const DenseShape kDenseShapes[] = {
     {{20, 3}, {200, 3}, 64, 2, 2, 64},              // G = 1, prompt-only sequence
     {{3, 70}, {129, 70}, 64, 16, 2, 64},            // G = 8, prefill from empty
     {{5, 0, 33}, {77, 0, 90}, 32, 9, 3, 40},        // odd sizes: G = 3, D = 40, Bs = 32, kv_len 0
+    {{1}, {70000}, 64, 16, 1, 64},                  // 1094 blocks: chunks grow past 8 blocks
 };
 
 TEST(CpuAttention, DenseMatchesReference) {
