@@ -96,7 +96,10 @@ std::unique_ptr<Device> create_device(std::string_view requested) {
   if (name == "auto") {
     for (const auto& e : entries()) {
       BackendStatus s = status_of(e);
-      if (s.compiled && !s.devices.empty()) return e.open(0);
+      for (size_t i = 0; s.compiled && i < s.devices.size(); ++i) {
+        const bool emulated = i < s.cpu_emulated.size() && s.cpu_emulated[i];
+        if (!emulated) return create_device(s.devices[i]);
+      }
     }
     throw Error("device 'auto': no backend has a device");  // unreachable: cpu-ref always has one
   }
@@ -117,10 +120,15 @@ std::unique_ptr<Device> create_device(std::string_view requested) {
     if (e.not_compiled_reason != nullptr)
       throw Error("device '" + std::string(requested) + "': backend " + e.name + " is " + e.not_compiled_reason);
     BackendStatus s = status_of(e);
-    if (index >= static_cast<int>(s.devices.size())) {
+    // Device names carry the backend's own index ("vulkan:2" may be the only usable one).
+    const std::string full = backend + ":" + std::to_string(index);
+    const bool found = std::find(s.devices.begin(), s.devices.end(), full) != s.devices.end() ||
+                       (index == 0 && s.devices.size() == 1 && s.devices[0] == backend);
+    if (!found) {
+      std::string have;
+      for (const auto& d : s.devices) have += (have.empty() ? "" : ", ") + d;
       throw Error("device '" + std::string(requested) + "': " +
-                  (s.devices.empty() ? "no device: " + s.unavailable_reason
-                                     : "only " + std::to_string(s.devices.size()) + " device(s)"));
+                  (s.devices.empty() ? "no device: " + s.unavailable_reason : "no such device (found: " + have + ")"));
     }
     return e.open(index);
   }

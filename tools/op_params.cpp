@@ -1,6 +1,7 @@
 #include "tools/op_params.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 

@@ -25,6 +25,7 @@ hal::BackendStatus probe() {
       }
       s.devices.push_back("vulkan:" + std::to_string(i));
       s.descriptions.push_back(c.describe());
+      s.cpu_emulated.push_back(c.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
     }
     if (s.devices.empty())
       s.unavailable_reason = pds.empty() ? "no Vulkan physical device found"

@@ -1,5 +1,6 @@
 #include "backends/vulkan/memory.h"
 
+#include <algorithm>
 #include <string>
 
 #include "hal/error.h"
@@ -24,6 +25,14 @@ int find_memory_type(const VkPhysicalDeviceMemoryProperties& mem, uint32_t bits,
 }  // namespace
 
 Allocation* create_allocation(const Context& ctx, uint64_t bytes, MemoryKind kind) {
+  // Refuse what no heap can hold before the driver sees it (the size must not wrap when
+  // rounded, and some drivers crash on absurd sizes instead of failing).
+  uint64_t largest_heap = 0;
+  for (uint32_t h = 0; h < ctx.memory.memoryHeapCount; ++h)
+    largest_heap = std::max<uint64_t>(largest_heap, ctx.memory.memoryHeaps[h].size);
+  if (bytes > largest_heap)
+    throw Error("vulkan: cannot allocate " + std::to_string(bytes) + " bytes on " + ctx.caps.name +
+                ": larger than its largest memory heap (" + std::to_string(largest_heap) + " bytes)");
   auto* a = new Allocation();
   a->size = bytes < 16 ? 16 : (bytes + 15) / 16 * 16;
   auto fail = [&](const std::string& why) {
