@@ -67,9 +67,10 @@ run_tsan() {
   stamp "ThreadSanitizer: configure build-tsan (preset tsan: CPU backends, MSA_SANITIZE=thread)"
   cmake --preset tsan -DMSA_BUILD_TOOLS=OFF >/dev/null
   # Only the targets this job runs (the cpu backend's tests, the cross-check, determinism).
-  local targets=()
+  local targets=() known
+  known=$(ninja -C build-tsan -t targets all 2>/dev/null)
   for t in msa_tests_cpu msa_tests_crosscheck msa_tests_determinism msa_tests_resources; do
-    if ninja -C build-tsan -t targets all 2>/dev/null | grep -q "^$t:"; then targets+=("$t"); fi
+    if grep -q "^$t:" <<<"$known"; then targets+=("$t"); fi
   done
   stamp "ThreadSanitizer: build ${targets[*]}"
   cmake --build build-tsan -j "$jobs" --target "${targets[@]}"
