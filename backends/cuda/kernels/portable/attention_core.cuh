@@ -239,7 +239,8 @@ __device__ void attend(char* smem, const void* q_ptr, int D, float scale_log2, c
             unpack16<DT>(*reinterpret_cast<const uint4*>(vrow + 16), vf + DPT / 2);
           } else {  // 8 bytes: DP = 64 with 16-bit types
             const uint2 raw = *reinterpret_cast<const uint2*>(vrow);
-            const T* e2 = reinterpret_cast<const T*>(&raw);
+            T e2[DPT];  // memcpy, not a T* into `raw`: that read breaks strict aliasing (GCC
+            __builtin_memcpy(e2, &raw, sizeof(raw));  // miscompiles it; clang/HIP may)
 #pragma unroll
             for (int e = 0; e < DPT; ++e) vf[e] = Elem<DT>::load(e2[e]);
           }

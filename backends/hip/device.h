@@ -1,0 +1,46 @@
+// The HIP device ("hip:N"): memory from the device's stream-ordered pool (hipMallocAsync,
+// freed blocks cached), one stream and events (the CUDA backend's Stream/Event compiled
+// for HIP), and the portable kernel table. What differs from the CUDA device is here:
+// the properties HIP reports (architecture name, wavefront size read from the device),
+// and the check that this build holds a code object for the device's architecture.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backends/cuda/stream.h"
+#include "hal/device.h"
+
+namespace msa::hip {
+
+// What HIP says about one device, beyond DeviceProps.
+struct HipProps {
+  std::string arch;   // "gfx90a" (gcnArchName up to the first ':')
+  std::string full_arch;  // "gfx90a:sramecc+:xnack-"
+  int warp_size = 0;  // hipDeviceProp_t::warpSize: 64 on CDNA/GCN, 32 on RDNA
+  size_t lds_bytes = 0;  // shared memory (LDS) per block
+};
+
+class HipDevice final : public hal::Device {
+ public:
+  // Opens HIP device `ordinal` as "hip:<position>"; throws msa::Error when it cannot be
+  // used (why_unusable, or the wavefront self-check fails).
+  HipDevice(int ordinal, int position);
+  ~HipDevice() override;
+  std::string name() const override { return name_; }
+  hal::DeviceInfo info() const override;
+  hal::BufferPtr alloc(size_t bytes) override;
+  hal::Stream& stream() override { return *stream_; }
+  std::unique_ptr<hal::Event> create_event() override;
+  const hal::KernelTable& kernels() const override { return table_; }
+
+  Stream& gpu() { return *stream_; }
+
+ private:
+  std::string name_;
+  DeviceProps props_;
+  HipProps hip_;
+  std::unique_ptr<Stream> stream_;
+  hal::KernelTable table_;
+};
+
+}  // namespace msa::hip

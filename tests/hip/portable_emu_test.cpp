@@ -1,0 +1,64 @@
+// The portable kernels themselves (backends/cuda/kernels/portable/*.cu, the sources the
+// HIP backend compiles), run in the CPU emulation at wave 64 (as AMD CDNA) and wave 32
+// (as NVIDIA, the control) on the quick cross-check cases against cpu-ref. An op without
+// a portable source yet is skipped with that reason; a case the portable table refuses
+// (supports()) is reported, not failed.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "hal/op_id.h"
+#include "hal/registry.h"
+#include "ops/cases/case.h"
+#include "tests/hip/emu/emu_device.h"
+
+namespace msa::cases {
+namespace {
+
+std::unique_ptr<hal::Device> emu_device(int wave) {
+  return wave == 64 ? emu64::make_emu_device() : emu32::make_emu_device();
+}
+
+std::vector<std::string> all_ops() {
+  std::vector<std::string> ops;
+  for (int i = 0; i < hal::kOpCount; ++i) ops.push_back(hal::op_name(static_cast<hal::OpId>(i)));
+  return ops;
+}
+
+class PortableEmu : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(PortableEmu, QuickCasesMatchReference) {
+  const auto& [wave, op] = GetParam();
+  auto dev = emu_device(wave);
+  hal::OpId id{};
+  ASSERT_TRUE(hal::parse_op(op, id));
+  const hal::KernelEntry& entry = dev->kernels()[id];
+  if (!entry.run) GTEST_SKIP() << op << ": " << entry.reason;
+  const CaseList cases = make_cases("quick", op);
+  if (cases.empty()) GTEST_SKIP() << "no quick case for " << op;
+  auto ref = hal::create_device("cpu-ref");
+  int skipped = 0;
+  std::string skips;
+  for (const auto& c : cases) {
+    const CheckResult r = c->check(*dev, *ref);
+    if (r.skipped) {
+      ++skipped;
+      skips += "\n  " + c->vars() + ": " + r.message;
+      continue;
+    }
+    EXPECT_TRUE(r.passed) << op << " [" << c->vars() << "] on " << dev->name() << ": " << r.message;
+  }
+  if (skipped > 0)
+    std::cout << "[ SKIPPED  ] " << skipped << " of " << cases.size() << " " << op << " cases refused by "
+              << dev->name() << ":" << skips << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, PortableEmu, ::testing::Combine(::testing::Values(64, 32), ::testing::ValuesIn(all_ops())),
+                         [](const auto& info) {
+                           return "wave" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                         });
+
+}  // namespace
+}  // namespace msa::cases
