@@ -75,8 +75,7 @@ std::string why_unusable(const std::string& arch, int warp) {
   return "";
 }
 
-HipDevice::HipDevice(int ordinal, int position) : name_("hip:" + std::to_string(position)) {
-  const int index = ordinal;
+HipDevice::HipDevice(int index) : name_("hip:" + std::to_string(index)) {
   hipDeviceProp_t p{};
   MSA_CUDA_CHECK(hipGetDeviceProperties(&p, index));
   hip_.full_arch = p.gcnArchName;
@@ -186,8 +185,8 @@ hipError_t enumerate(std::vector<Found>& out) {
 
 }  // namespace
 
-// "hip:N" numbers the usable devices in runtime order (so `auto` and "hip" open the first
-// usable one); a description names the runtime ordinal when it differs.
+// "hip:N" is HIP device N (the runtime's ordinal, as HIP_VISIBLE_DEVICES leaves them);
+// devices this build cannot run on are left out of the list, with the reason.
 hal::BackendStatus probe() {
   hal::BackendStatus s;
   s.name = "hip";
@@ -203,14 +202,14 @@ hal::BackendStatus probe() {
   }
   std::string skipped;
   for (const Found& f : found) {
+    const std::string name = "hip:" + std::to_string(f.ordinal);
     if (!f.why.empty()) {
-      skipped += " HIP device " + std::to_string(f.ordinal) + " (" + f.description + "): " + f.why + ";";
+      skipped += " " + name + (f.description.empty() ? "" : " (" + f.description + ")") + ": " + f.why + ";";
       continue;
     }
-    const int pos = static_cast<int>(s.devices.size());
-    s.devices.push_back("hip:" + std::to_string(pos));
-    s.descriptions.push_back(f.description +
-                             (pos != f.ordinal ? " (HIP device " + std::to_string(f.ordinal) + ")" : ""));
+    s.devices.push_back(name);
+    s.descriptions.push_back(f.description);
+    s.cpu_emulated.push_back(false);
   }
   if (s.devices.empty()) s.unavailable_reason = "hip: no usable device:" + skipped;
   return s;
@@ -220,13 +219,10 @@ std::unique_ptr<hal::Device> open_device(int index) {
   const std::string name = "device 'hip:" + std::to_string(index) + "': ";
   std::vector<Found> found;
   if (hipError_t err = enumerate(found); err != hipSuccess) throw Error(name + hip_reason("no device", err));
-  int pos = 0;
-  for (const Found& f : found) {
-    if (!f.why.empty()) continue;
-    if (pos++ == index) return std::make_unique<HipDevice>(f.ordinal, index);
-  }
-  throw Error(name + "no such device (" + std::to_string(pos) + " usable of " + std::to_string(found.size()) +
-              " found)");
+  if (index < 0 || index >= static_cast<int>(found.size()))
+    throw Error(name + "no such device (" + std::to_string(found.size()) + " found)");
+  if (!found[index].why.empty()) throw Error(name + found[index].why);
+  return std::make_unique<HipDevice>(index);
 }
 
 }  // namespace msa::hip

@@ -22,9 +22,9 @@ struct HipProps {
 
 class HipDevice final : public hal::Device {
  public:
-  // Opens HIP device `ordinal` as "hip:<position>"; throws msa::Error when it cannot be
-  // used (why_unusable, or the wavefront self-check fails).
-  HipDevice(int ordinal, int position);
+  // Opens HIP device `index` as "hip:<index>"; throws msa::Error when it cannot be used
+  // (why_unusable, or the wavefront self-check fails).
+  explicit HipDevice(int index);
   ~HipDevice() override;
   std::string name() const override { return name_; }
   hal::DeviceInfo info() const override;
