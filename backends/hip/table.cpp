@@ -7,6 +7,7 @@
 #include "backends/hip/table.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "backends/cuda/kernels/kernels.h"
@@ -65,6 +66,9 @@ std::string indexer_supports(const ops::IndexerScoreArgs& a) {
   if (Di > 128)
     return "indexer head dim Di = " + std::to_string(Di) + " > 128 is not supported by the " MSA_VENDOR_NAME " kernels";
   if (Di % 16 != 0) return "indexer head dim Di = " + std::to_string(Di) + " must be a multiple of 16 on " MSA_VENDOR_NAME;
+  // The kernel reads keys in 16-byte chunks: refuse a misaligned view instead of faulting.
+  if (a.ki_cache.present() && reinterpret_cast<uintptr_t>(a.ki_cache.data<char>()) % 16 != 0)
+    return "ki_cache must start at a 16-byte aligned address on " MSA_VENDOR_NAME;
   return "";
 }
 #endif
