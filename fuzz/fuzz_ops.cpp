@@ -50,7 +50,7 @@ int32_t odd_int(FuzzedDataProvider& f) {
   return f.ConsumeBool() ? f.ConsumeIntegral<int32_t>() : kOdd[f.ConsumeIntegralInRange<size_t>(0, std::size(kOdd) - 1)];
 }
 
-Batch make_batch(FuzzedDataProvider& f, bool paged) {
+Batch make_batch(FuzzedDataProvider& f) {
   Batch b;
   b.B = f.ConsumeIntegralInRange<int64_t>(0, 3);
   static constexpr int kBs[] = {1, 2, 3, 4, 8};
@@ -83,7 +83,6 @@ Batch make_batch(FuzzedDataProvider& f, bool paged) {
       case 4: b.Bs = f.ConsumeBool() ? 0 : -b.Bs; break;
     }
   }
-  (void)paged;
   try {
     b.NQ = msa::ops::count_query_blocks(b.cu_q, b.kv_len, b.Qb);
   } catch (const msa::Error&) {
@@ -144,7 +143,7 @@ std::vector<uint8_t> cache_bytes(TensorMaker& m, DType dt, const Batch& b, int64
 }
 
 void fuzz_indexer_score(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& m) {
-  Batch b = make_batch(f, true);
+  Batch b = make_batch(f);
   msa::ops::IndexerScoreArgs a;
   const int64_t Hi = f.ConsumeIntegralInRange<int64_t>(1, 3), Di = f.ConsumeIntegralInRange<int64_t>(1, 8);
   const DType kd = kKeys[f.ConsumeIntegralInRange<size_t>(0, 2)];
@@ -169,7 +168,7 @@ void fuzz_indexer_score(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMake
 }
 
 void fuzz_block_topk(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& m) {
-  Batch b = make_batch(f, false);
+  Batch b = make_batch(f);
   msa::ops::BlockTopkArgs a;
   const int64_t Hs = f.ConsumeIntegralInRange<int64_t>(1, 3);
   const int64_t NQ = std::max<int64_t>(b.NQ, 0);
@@ -234,7 +233,7 @@ struct Paged {
 
 Paged make_paged(FuzzedDataProvider& f, TensorMaker& m) {
   Paged p;
-  p.b = make_batch(f, true);
+  p.b = make_batch(f);
   p.Hkv = f.ConsumeIntegralInRange<int64_t>(1, 2);
   p.Hq = p.Hkv * f.ConsumeIntegralInRange<int64_t>(1, 3);
   p.D = f.ConsumeIntegralInRange<int64_t>(1, 8);
@@ -317,7 +316,7 @@ void fuzz_patch(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& m) {
 }
 
 void fuzz_kv_append(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& m) {
-  Batch b = make_batch(f, true);
+  Batch b = make_batch(f);
   msa::ops::KvAppendArgs a;
   const int64_t Hkv = f.ConsumeIntegralInRange<int64_t>(1, 2), D = f.ConsumeIntegralInRange<int64_t>(1, 8);
   const DType dt = kAct[f.ConsumeIntegralInRange<size_t>(0, 2)];
