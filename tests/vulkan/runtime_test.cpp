@@ -13,7 +13,7 @@ namespace {
 TEST(VulkanProbe, ListsDevicesOrSaysWhyNot) {
   for (const auto& b : hal::list_backends()) {
     if (b.name != "vulkan") continue;
-    ASSERT_TRUE(b.compiled);
+    if (!b.compiled) GTEST_SKIP() << "vulkan backend " << b.unavailable_reason;
     EXPECT_EQ(b.devices.size(), b.descriptions.size());
     if (b.devices.empty()) {
       EXPECT_FALSE(b.unavailable_reason.empty());
