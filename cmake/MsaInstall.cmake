@@ -6,7 +6,7 @@ install(TARGETS msa EXPORT msaTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(dir hal ops model)
+foreach(dir hal ops model dist)
   install(DIRECTORY ${CMAKE_SOURCE_DIR}/${dir}/ DESTINATION include/msa/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()

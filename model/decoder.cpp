@@ -218,6 +218,7 @@ void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& ou
     if (opt_.collect_selection) selection.push_back(block_idx);
   }
   run_.matmul(attn.reshape({T, Hq * D}), w_.get(p + "o_proj.weight"), out);
+  run_.all_reduce(out);  // head-parallel ranks: the sum of every rank's heads
 }
 
 void Decoder::index_selection(int l, const Batch& b, const Tensor& h, const Tensor& block_idx) {
@@ -270,6 +271,7 @@ void Decoder::mlp(int l, const Batch& b, const Tensor& h, const Tensor& out) {
   run_.matmul(h, w_.get(p + "up_proj.weight"), up);
   run_.swiglu(gate, up, act);
   run_.matmul(act, w_.get(p + "down_proj.weight"), out);
+  run_.all_reduce(out);  // head-parallel ranks: the sum over the intermediate slices
 }
 
 }  // namespace msa::model

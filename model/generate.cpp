@@ -15,13 +15,14 @@ double now_ms() {
 
 }  // namespace
 
-Model::Model(hal::Device& device, const Weights& w, std::optional<hal::DType> dtype, bool profile)
+Model::Model(hal::Device& device, const Weights& w, std::optional<hal::DType> dtype, bool profile,
+             dist::Communicator* comm)
     : device_(device),
       config_(w.config),
       weights_(device, w, dtype.value_or(w.config.torch_dtype)),
       ws_(device),
       prof_(device, profile),
-      run_(device, prof_) {}
+      run_(device, prof_, comm) {}
 
 hal::Device::Owned Model::encode_video(const VisionInput& in) {
   prof_.set_stage("vision");

@@ -17,17 +17,21 @@ void LogitCheck::step(int index, const StepResult& got, const StepResult& ref) {
   ++steps_;
   int64_t differ = 0;
   for (size_t i = 0; i < ref.block_idx.size(); ++i) {
+    // A head-parallel rank 0 holds the first Hs of the reference's selection heads.
     const auto& r = ref.block_idx[i];
-    const int64_t k = r.shape[2], rows = r.shape[0] * r.shape[1];
-    const bool same_shape = i < got.block_idx.size() && got.block_idx[i].shape == r.shape;
-    for (int64_t row = 0; row < rows; ++row) {
-      const bool same = same_shape && std::equal(got.block_idx[i].data<int32_t>() + row * k,
-                                                  got.block_idx[i].data<int32_t>() + (row + 1) * k,
-                                                  r.data<int32_t>() + row * k);
-      sel_same_ += same;
-      differ += !same;
-    }
-    sel_rows_ += rows;
+    const int64_t nq = r.shape[0], hs_ref = r.shape[1], k = r.shape[2];
+    const hal::HostTensor* g = i < got.block_idx.size() ? &got.block_idx[i] : nullptr;
+    const bool comparable = g != nullptr && g->shape.size() == 3 && g->shape[0] == nq && g->shape[2] == k &&
+                            g->shape[1] >= 1 && g->shape[1] <= hs_ref;
+    const int64_t hs = comparable ? g->shape[1] : hs_ref;
+    for (int64_t q = 0; q < nq; ++q)
+      for (int64_t h = 0; h < hs; ++h) {
+        const int32_t* want = r.data<int32_t>() + (q * hs_ref + h) * k;
+        const bool same = comparable && std::equal(want, want + k, g->data<int32_t>() + (q * hs + h) * k);
+        sel_same_ += same;
+        differ += !same;
+      }
+    sel_rows_ += nq * hs;
   }
   diverged_ |= differ > 0;
 

@@ -26,6 +26,11 @@ void OpRunner::rope_3d(const Tensor& x, const Tensor& pos, float theta) {
   prof_.op("rope_3d", [&] { ops::rope_3d(device_, ops::Rope3dArgs{x, pos, theta, x}); });
 }
 
+void OpRunner::all_reduce(const Tensor& x) {
+  if (comm_ == nullptr) return;
+  prof_.op("all_reduce", [&] { comm_->all_reduce_sum(x); });
+}
+
 void OpRunner::add(const Tensor& a, const Tensor& b, const Tensor& y) {
   prof_.op("add", [&] { ops::add(device_, ops::AddArgs{a, b, y}); });
 }

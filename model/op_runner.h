@@ -5,6 +5,7 @@
 #include "hal/device.h"
 #include "hal/host_tensor.h"
 #include "model/profiler.h"
+#include "dist/communicator.h"
 #include "ops/args.h"
 
 namespace msa::model {
@@ -13,7 +14,9 @@ using hal::Tensor;
 
 class OpRunner {
  public:
-  OpRunner(hal::Device& device, Profiler& profiler) : device_(device), prof_(profiler) {}
+  // `comm` (optional): this rank's communicator when the model runs head-parallel.
+  OpRunner(hal::Device& device, Profiler& profiler, dist::Communicator* comm = nullptr)
+      : device_(device), prof_(profiler), comm_(comm) {}
   hal::Device& device() const { return device_; }
   Profiler& profiler() const { return prof_; }
 
@@ -35,6 +38,9 @@ class OpRunner {
   void block_topk(const ops::BlockTopkArgs& a);
   void sparse_block_attention(const ops::SparseAttentionArgs& a);
   void patch_attention_3d(const ops::PatchAttention3dArgs& a);
+  // Head-parallel ranks: x = the sum of every rank's x (a no-op on a single device).
+  void all_reduce(const Tensor& x);
+  dist::Communicator* comm() const { return comm_; }
   // Host -> device (synchronous w.r.t. src) and device -> device copies.
   void upload(const Tensor& dst, const void* src);
   void copy(const Tensor& dst, const Tensor& src);
@@ -44,6 +50,7 @@ class OpRunner {
  private:
   hal::Device& device_;
   Profiler& prof_;
+  dist::Communicator* comm_ = nullptr;
 };
 
 }  // namespace msa::model

@@ -12,6 +12,8 @@
 #include <ostream>
 #include <sstream>
 
+#include "dist/head_parallel.h"
+#include "dist/world.h"
 #include "hal/error.h"
 #include "hal/registry.h"
 #include "model/generate.h"
@@ -53,18 +55,31 @@ double peak_rss_mb() {
   return 0.0;
 }
 
-}  // namespace
+// The backend of a distributed run: "auto" picks CUDA when it has devices, else "cpu".
+std::string resolve_world_backend(const std::string& backend) {
+  if (backend != "auto") return backend;
+  for (const auto& b : hal::list_backends())
+    if (b.name == "cuda" && !b.devices.empty()) return "cuda";
+  return "cpu";
+}
 
-int run_main(const RunOptions& o, std::ostream& out) {
-  MSA_CHECK_ARG(o.gen >= 1, "run", "gen", "must be >= 1");
-  auto device = hal::create_device(o.backend);
-  const Weights w = load_model(o.model, o.seed);
+// One rank's share of a run: its device, its weights (all of them on a single device,
+// its head shard in a distributed run) and its communicator (none on a single device).
+struct RankRun {
+  hal::Device& device;
+  const Weights& weights;
+  dist::Communicator* comm = nullptr;
+};
+
+int run_rank(const RunOptions& o, const Weights& w, const RankRun& rr, std::ostream& out) {
+  hal::Device* device = &rr.device;
   const Config& c = w.config;
   std::optional<hal::DType> dtype;
   if (!o.dtype.empty()) dtype = hal::parse_dtype(o.dtype, "dtype");
   std::optional<hal::DType> ki_dtype;
   if (!o.ki_dtype.empty()) ki_dtype = hal::parse_dtype(o.ki_dtype, "ki_dtype");
-  Model model(*device, w, dtype, o.profile);
+  Model model(*device, rr.weights, dtype, o.profile, rr.comm);
+  const bool check_here = o.check && (rr.comm == nullptr || rr.comm->rank() == 0);
 
   // Video -> patches (host) and the prompts around its placeholders.
   std::optional<VisionInput> vin;
@@ -81,6 +96,8 @@ int run_main(const RunOptions& o, std::ostream& out) {
   rep.options = &o;
   rep.config = &c;
   rep.device = device->name();
+  if (rr.comm != nullptr)
+    rep.device += " (rank 0 of " + std::to_string(rr.comm->world()) + ", head-parallel)";
   rep.dtype = model.dtype();
   rep.weight_bytes = model.weights().bytes();
   rep.n_vision = n_vision;
@@ -99,8 +116,8 @@ int run_main(const RunOptions& o, std::ostream& out) {
   SessionOptions so;
   so.max_chunk = o.max_chunk;
   so.decode_steps = o.gen - 1;
-  so.keep_logits = o.check;
-  so.collect_selection = (o.profile || o.check) && !o.dense && c.num_sparse_layers() > 0;
+  so.keep_logits = check_here;
+  so.collect_selection = (o.profile || check_here) && !o.dense && c.num_sparse_layers() > 0;
   so.force_dense = o.dense;
   so.ki_dtype = ki_dtype;
   if (o.progress) so.progress = [&out](const std::string& line) { out << "  " << line << "\n" << std::flush; };
@@ -114,7 +131,7 @@ int run_main(const RunOptions& o, std::ostream& out) {
   std::unique_ptr<Session> ref_sess;
   hal::Device::Owned ref_vis_all;
   LogitCheck check(model.dtype());
-  if (o.check) {
+  if (check_here) {
     ref_device = hal::create_device("cpu-ref");
     ref_model = std::make_unique<Model>(*ref_device, w, model.dtype(), false);
     if (vin) ref_vis_all = encode_video_rows(*ref_model, *vin, o.batch);
@@ -128,10 +145,7 @@ int run_main(const RunOptions& o, std::ostream& out) {
   StepResult r = sess.prefill();
   rep.prefill_ms = now_ms() - t0;
   rep.prefill_sel = r.selection;
-  if (o.check) {
-    const StepResult rr = ref_sess->prefill();
-    check.step(0, r, rr);
-  }
+  if (check_here) check.step(0, r, ref_sess->prefill());
   for (int step = 1;; ++step) {
     for (int b = 0; b < o.batch; ++b) rep.generated[b].push_back(r.ids[b]);
     if (step == o.gen) break;
@@ -141,10 +155,7 @@ int run_main(const RunOptions& o, std::ostream& out) {
     rep.decode_ms += now_ms() - t0;
     rep.decode_sel.merge(r.selection);
     rep.last_sel = r.selection;
-    if (o.check) {
-      const StepResult rr = ref_sess->decode(next);
-      check.step(step, r, rr);
-    }
+    if (check_here) check.step(step, r, ref_sess->decode(next));
     if (o.progress && (step % 16 == 0 || step + 1 == o.gen))
       out << "  decode step " << step << "/" << o.gen - 1 << "\n" << std::flush;
   }
@@ -154,9 +165,29 @@ int run_main(const RunOptions& o, std::ostream& out) {
   rep.peak_rss_mb = peak_rss_mb();
   print_report(rep, out);
 
-  if (!o.check) return 0;
+  if (!check_here) return 0;
   check.print(out);
   return check.passed() ? 0 : 1;
+}
+
+}  // namespace
+
+int run_main(const RunOptions& o, std::ostream& out) {
+  MSA_CHECK_ARG(o.gen >= 1, "run", "gen", "must be >= 1");
+  const Weights w = load_model(o.model, o.seed);
+  if (o.gpus == 0) {  // one device, no communicator
+    auto device = hal::create_device(o.backend);
+    return run_rank(o, w, RankRun{*device, w}, out);
+  }
+  // Head-parallel ranks: rank 0 prints (and checks); the others run silently.
+  dist::World world(resolve_world_backend(o.backend), dist::world_size_from(o.gpus));
+  std::vector<int> rc(static_cast<size_t>(world.size()), 0);
+  world.run([&](dist::Communicator& comm) {
+    const Weights shard = dist::shard_weights(w, comm.rank(), comm.world());
+    std::ostream silent(nullptr);
+    rc[comm.rank()] = run_rank(o, w, RankRun{comm.device(), shard, &comm}, comm.rank() == 0 ? out : silent);
+  });
+  return rc[0];
 }
 
 int init_weights_main(const std::string& dir, const std::string& preset, uint64_t seed, std::ostream& out) {

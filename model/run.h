@@ -26,6 +26,7 @@ struct RunOptions {
   bool check = false;              // also run on cpu-ref, compare every step's logits
   bool profile = true;             // per-op timing table
   bool progress = true;            // progress lines while running
+  int gpus = 0;                    // > 0: head-parallel over this many ranks (devices 0..N-1)
 };
 
 // Runs the model; returns 0, or 1 when --check found a mismatch.

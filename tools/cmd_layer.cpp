@@ -8,7 +8,9 @@
 #include "hal/error.h"
 #include "hal/registry.h"
 #include "tools/commands.h"
+#include "dist/world.h"
 #include "tools/layer_bench.h"
+#include "tools/layer_dist.h"
 
 namespace msa::cli {
 namespace {
@@ -21,7 +23,51 @@ struct LayerOptions {
   int iters = 10;
   bool check = false;
   std::vector<std::string> config;
+  int gpus = 0;
+  std::string parallel = "heads";
 };
+
+// Share of equal outputs and the NMSE of a distributed run against the single-device one.
+int report_dist(const LayerOptions& o, const LayerProblem& prob) {
+  const Parallel mode = parse_parallel(o.parallel);
+  const int world = dist::world_size_from(o.gpus);
+  const DistLayerResult d = run_layer_dist(prob, o.backend, world, mode, o.iters);
+  // The single-device path on rank 0's device, same problem, same call.
+  auto device = hal::create_device(o.backend == "cuda" ? "cuda:0" : o.backend);
+  LayerRun one(*device, prob);
+  one.run_once();
+  std::vector<double> single;
+  for (int i = 0; i < o.iters; ++i) {
+    const LayerTimes t = one.time_sparse();
+    single.push_back(t.indexer_ms + t.topk_ms + t.sparse_ms);
+  }
+  std::sort(single.begin(), single.end());
+  const double t1 = single[single.size() / 2];
+  const hal::HostTensor idx = one.download("block_idx"), out = one.download("sparse_out");
+  int64_t same = 0;
+  const int64_t k = idx.shape[2], rows = idx.shape[0] * idx.shape[1];
+  for (int64_t r = 0; r < rows; ++r)
+    same += std::equal(idx.data<int32_t>() + r * k, idx.data<int32_t>() + (r + 1) * k,
+                       d.block_idx.data<int32_t>() + r * k);
+  const double err = layer_nmse(d.sparse_out, out);
+  const bool bitwise = d.sparse_out.bytes == out.bytes;
+  std::printf("msa layer on %d ranks of %s (%s-parallel): B=%d context=%lld q_len=%d\n", world, o.backend.c_str(),
+              o.parallel.c_str(), o.batch, static_cast<long long>(o.context), o.q_len);
+  std::printf("%-24s %10s\n", "phase (slowest rank)", "median ms");
+  std::printf("%-24s %10.3f\n", "indexer_score", d.indexer_ms);
+  std::printf("%-24s %10.3f\n", "block_topk", d.topk_ms);
+  std::printf("%-24s %10.3f\n", "transfers", d.fetch_ms);
+  std::printf("%-24s %10.3f\n", "sparse_block_attention", d.sparse_ms);
+  std::printf("%-24s %10.3f\n", "layer step (wall)", d.layer_ms);
+  std::printf("single device (%s): %.3f ms; speed-up %.2fx on %d ranks, scaling efficiency %.1f%%\n",
+              device->name().c_str(), t1, t1 / d.layer_ms, world, 100.0 * t1 / (world * d.layer_ms));
+  if (mode == Parallel::context) std::printf("blocks fetched between ranks per step: %lld\n", static_cast<long long>(d.fetched_blocks));
+  const double tol = prob.cfg.dtype == hal::DType::f32 ? 1e-10 : 5e-5;
+  std::printf("check vs single device: block_idx identical in %.2f%% of %lld rows; sparse out %s, NMSE %.3g (tol %.1g)\n",
+              rows ? 100.0 * same / rows : 100.0, static_cast<long long>(rows), bitwise ? "bitwise equal" : "differs",
+              err, tol);
+  return (same == rows && err <= tol) ? 0 : 1;
+}
 
 int run_layer(const LayerOptions& o) {
   LayerConfig cfg = parse_layer_config(o.config);
@@ -29,6 +75,10 @@ int run_layer(const LayerOptions& o) {
   if (o.q_len < 0 || o.q_len > o.context) throw Error("argument '--q-len': must be in [0, context]");
   if (o.context < 1 || o.context > (int64_t{1} << 30)) throw Error("argument '--context': must be in [1, 2^30]");
   if (o.iters < 1) throw Error("argument '--iters': must be >= 1");
+  if (o.gpus > 0) {
+    LayerProblem prob(cfg, o.batch, o.context, o.q_len, /*seed=*/1234);
+    return report_dist(o, prob);
+  }
   auto device = hal::create_device(o.backend);
   LayerProblem prob(cfg, o.batch, o.context, o.q_len, /*seed=*/1234);
   std::printf("msa layer on %s: B=%d context=%lld q_len=%d  Hq=%d Hkv=%d D=%d Hi=%d Di=%d Bs=%d k=%d Qb=%d %s ki=%s\n",
@@ -69,6 +119,9 @@ Command add_layer(CLI::App& app) {
   sub->add_option("--config", o->config,
                   "Override a field: Hq, Hkv, D, Hi, Di, Bs, k, n_sink, n_local, Qb, dtype, ki_dtype, mode, pool");
   sub->add_flag("--check", o->check, "Also run on cpu-ref at the same shape and compare");
+  sub->add_option("--gpus", o->gpus,
+                  "Split the layer over N ranks (devices 0..N-1 of the backend) and compare with one device");
+  sub->add_option("--parallel", o->parallel, "With --gpus: heads or context")->capture_default_str();
   return {sub, [o] { return run_layer(*o); }};
 }
 

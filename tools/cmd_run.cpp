@@ -38,6 +38,8 @@ Command add_run(CLI::App& app) {
   sub->add_option("--seed", o->seed, "Seed of preset weights, prompt and synthetic video")->capture_default_str();
   sub->add_option("--dtype", o->dtype, "Activation dtype (f32, bf16, f16); default: the model's");
   sub->add_option("--ki-dtype", o->ki_dtype, "Indexer key cache dtype (bf16, f32, fp8_e4m3)");
+  sub->add_option("--gpus", o->gpus,
+                  "Head-parallel ranks on devices 0..N-1 of the backend (NCCL on cuda; a host group on cpu, cpu-ref)");
   sub->add_flag("--dense", o->dense, "Dense attention in every layer (the baseline)");
   sub->add_flag("--check", o->check, "Also run on cpu-ref and compare every step's logits and selections");
   sub->add_flag("--quiet", *quiet, "No progress lines or per-op table");

@@ -46,7 +46,9 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-double nmse(const hal::HostTensor& a, const hal::HostTensor& b) {
+}  // namespace
+
+double layer_nmse(const hal::HostTensor& a, const hal::HostTensor& b) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
     const double x = a.get(i), r = b.get(i);
@@ -56,8 +58,6 @@ double nmse(const hal::HostTensor& a, const hal::HostTensor& b) {
   if (std::isnan(num)) return INFINITY;
   return den > 0 ? num / den : num;
 }
-
-}  // namespace
 
 LayerConfig parse_layer_config(const std::vector<std::string>& overrides) {
   LayerConfig c;
@@ -189,27 +189,35 @@ void LayerRun::run_once() {
 
 LayerTimes LayerRun::time(int iters) {
   run_once();  // warm-up
-  std::vector<std::unique_ptr<hal::Event>> ev;
-  for (int i = 0; i < 5; ++i) ev.push_back(device_.create_event());
+  auto e0 = device_.create_event(), e1 = device_.create_event();
   std::vector<double> a, b, c, d;
-  auto& s = device_.stream();
   for (int it = 0; it < iters; ++it) {
-    s.record(*ev[0]);
-    ops::indexer_score(device_, impl_->idx);
-    s.record(*ev[1]);
-    ops::block_topk(device_, impl_->topk);
-    s.record(*ev[2]);
-    ops::sparse_block_attention(device_, impl_->sparse);
-    s.record(*ev[3]);
+    const LayerTimes t = time_sparse();
+    device_.stream().record(*e0);
     ops::dense_attention(device_, impl_->dense);
-    s.record(*ev[4]);
-    s.synchronize();
-    a.push_back(ev[1]->elapsed_ms(*ev[0]));
-    b.push_back(ev[2]->elapsed_ms(*ev[1]));
-    c.push_back(ev[3]->elapsed_ms(*ev[2]));
-    d.push_back(ev[4]->elapsed_ms(*ev[3]));
+    device_.stream().record(*e1);
+    device_.stream().synchronize();
+    a.push_back(t.indexer_ms);
+    b.push_back(t.topk_ms);
+    c.push_back(t.sparse_ms);
+    d.push_back(e1->elapsed_ms(*e0));
   }
   return {median(a), median(b), median(c), median(d)};
+}
+
+LayerTimes LayerRun::time_sparse() {
+  std::vector<std::unique_ptr<hal::Event>> ev;
+  for (int i = 0; i < 4; ++i) ev.push_back(device_.create_event());
+  auto& s = device_.stream();
+  s.record(*ev[0]);
+  ops::indexer_score(device_, impl_->idx);
+  s.record(*ev[1]);
+  ops::block_topk(device_, impl_->topk);
+  s.record(*ev[2]);
+  ops::sparse_block_attention(device_, impl_->sparse);
+  s.record(*ev[3]);
+  s.synchronize();
+  return {ev[1]->elapsed_ms(*ev[0]), ev[2]->elapsed_ms(*ev[1]), ev[3]->elapsed_ms(*ev[2]), 0.0};
 }
 
 hal::HostTensor LayerRun::download(const std::string& what) {
@@ -241,8 +249,8 @@ LayerCompare compare_layers(LayerRun& run, LayerRun& ref) {
   LayerCompare c;
   const auto a = run.download("block_idx"), b = ref.download("block_idx");
   c.same_blocks = a.bytes == b.bytes;
-  c.sparse_nmse = nmse(run.download("sparse_out"), ref.download("sparse_out"));
-  c.dense_nmse = nmse(run.download("dense_out"), ref.download("dense_out"));
+  c.sparse_nmse = layer_nmse(run.download("sparse_out"), ref.download("sparse_out"));
+  c.dense_nmse = layer_nmse(run.download("dense_out"), ref.download("dense_out"));
   c.tolerance = run.dtype() == hal::DType::f32 ? 1e-10 : 5e-5;
   return c;
 }

@@ -28,11 +28,12 @@ LayerConfig parse_layer_config(const std::vector<std::string>& overrides);
 // Host inputs of one step: B sequences of kv_len = context, q_len new tokens each.
 struct LayerProblem {
   LayerProblem(const LayerConfig& cfg, int batch, int64_t context, int q_len, uint64_t seed);
+  LayerProblem() = default;  // filled in by hand (a rank's shard)
   LayerConfig cfg;
-  int B;
-  int64_t context;
-  int q_len;
-  int64_t NQ;
+  int B = 0;
+  int64_t context = 0;
+  int q_len = 0;
+  int64_t NQ = 0;
   hal::HostTensor q, k_cache, v_cache, qi, ki_cache, ki_scale, block_table, kv_len, cu_q;
 };
 
@@ -49,6 +50,8 @@ class LayerRun {
   void run_once();
   // Median time of each op over `iters` runs (after one warm-up run).
   LayerTimes time(int iters);
+  // One timed run of the sparse path only (indexer, top-k, sparse attention); waits.
+  LayerTimes time_sparse();
   // Mean over (query block, KV head) rows of attended tokens / context.
   double attended_fraction();
   hal::HostTensor download(const std::string& what);  // "block_idx", "sparse_out", "dense_out"
@@ -66,6 +69,9 @@ struct LayerCompare {
   double sparse_nmse = 0, dense_nmse = 0, tolerance = 0;
   bool ok() const { return same_blocks && sparse_nmse <= tolerance && dense_nmse <= tolerance; }
 };
+
+// Normalised mean squared error of a against the reference b (inf on NaN).
+double layer_nmse(const hal::HostTensor& a, const hal::HostTensor& b);
 
 // Compares a run with a reference run of the same problem (outputs after run_once()).
 LayerCompare compare_layers(LayerRun& run, LayerRun& ref);

@@ -247,3 +247,40 @@ TEST(Cli, OpOutputsMatchOnRepeatAndDevicesListsCpuRef) {
 }
 
 }  // namespace
+
+// `msa layer --gpus N`: the distributed layer (host group of cpu-ref ranks) against the
+// single-device layer in the same call. Blocks are split unevenly (3 ranks, 32 blocks)
+// and queries of the prefill span several ranks, so blocks are fetched between ranks.
+TEST(CliDist, LayerOnRanksEqualsOneDevice) {
+  const std::string cfg =
+      " --backend cpu-ref --config Hq=8 --config Hkv=4 --config Hi=4 --config D=32 --config Di=32"
+      " --config Bs=32 --config k=4 --batch 2 --context 1000 --iters 1";
+  for (const char* par : {"context", "heads"})
+    for (const char* gpus : {"2", "4"}) {
+      const std::string args = std::string("layer") + cfg + " --q-len 300 --gpus " + gpus + " --parallel " + par;
+      const Result r = run_cli(args);
+      EXPECT_EQ(r.code, 0) << args << "\n" << r.output;
+      EXPECT_NE(r.output.find("block_idx identical in 100.00%"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("bitwise equal"), std::string::npos) << r.output;
+    }
+  const Result ctx = run_cli("layer" + cfg + " --q-len 600 --gpus 3 --parallel context");
+  EXPECT_EQ(ctx.code, 0) << ctx.output;
+  EXPECT_EQ(ctx.output.find("blocks fetched between ranks per step: 0\n"), std::string::npos) << ctx.output;
+  // Decode: only the last rank holds queries; the others serve blocks.
+  const Result dec = run_cli("layer" + cfg + " --q-len 1 --gpus 2 --parallel context");
+  EXPECT_EQ(dec.code, 0) << dec.output;
+  const Result bad = run_cli("layer" + cfg + " --gpus 3 --parallel heads");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--gpus"), std::string::npos) << bad.output;
+  const Result bad_mode = run_cli("layer" + cfg + " --gpus 2 --parallel rows");
+  EXPECT_EQ(bad_mode.code, 2) << bad_mode.output;
+  EXPECT_NE(bad_mode.output.find("--parallel"), std::string::npos) << bad_mode.output;
+}
+
+// `msa run --gpus 2`: head-parallel tiny model, checked step by step against cpu-ref.
+TEST(CliDist, RunHeadParallelPassesCheck) {
+  const Result r = run_cli("run --backend cpu-ref --model tiny --prompt-tokens 300 --gen 3 --batch 2 --gpus 2 --check --quiet");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 0 of 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("check: PASS"), std::string::npos) << r.output;
+}

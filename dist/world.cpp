@@ -1,0 +1,102 @@
+#include "dist/world.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "dist/host_group.h"
+#include "hal/error.h"
+#include "hal/registry.h"
+#ifdef MSA_HAVE_NCCL
+#include "dist/nccl.h"
+#endif
+
+namespace msa::dist {
+
+int world_size_from(int flag) {
+  if (flag != 0) {
+    MSA_CHECK_ARG(flag >= 1, "dist", "--gpus", "must be >= 1, got " + std::to_string(flag));
+    return flag;
+  }
+  const char* env = std::getenv("MSA_WORLD_SIZE");
+  if (env == nullptr || *env == '\0') return 1;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < 1 || v > 1024)
+    throw Error(std::string("dist: MSA_WORLD_SIZE='") + env + "' is not a world size in [1, 1024]");
+  return static_cast<int>(v);
+}
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+}  // namespace
+
+World::World(const std::string& backend_in, int world) : backend_(lower(backend_in)) {
+  MSA_CHECK_ARG(world >= 1, "dist", "--gpus", "must be >= 1, got " + std::to_string(world));
+  MSA_CHECK_ARG(backend_.find(':') == std::string::npos, "dist", "--backend",
+                "'" + backend_in + "': name a backend, not one device, with --gpus (rank r uses device r)");
+  if (backend_ == "cuda") {
+    const hal::BackendStatus st = [&] {
+      for (const auto& s : hal::list_backends())
+        if (s.name == "cuda") return s;
+      return hal::BackendStatus{};
+    }();
+    MSA_CHECK_ARG(static_cast<int>(st.devices.size()) >= world, "dist", "--gpus",
+                  std::to_string(world) + " ranks need " + std::to_string(world) + " CUDA devices, found " +
+                      std::to_string(st.devices.size()));
+    for (int r = 0; r < world; ++r) devices_.push_back(hal::create_device("cuda:" + std::to_string(r)));
+#ifdef MSA_HAVE_NCCL
+    std::vector<hal::Device*> d;
+    for (auto& p : devices_) d.push_back(p.get());
+    comms_ = make_nccl_communicators(d);
+#else
+    throw Error("dist: argument '--backend': this build has no NCCL; multi-rank CUDA needs it");
+#endif
+  } else if (backend_ == "cpu" || backend_ == "cpu-ref") {
+    for (int r = 0; r < world; ++r) devices_.push_back(hal::create_device(backend_));
+    std::vector<hal::Device*> d;
+    for (auto& p : devices_) d.push_back(p.get());
+    comms_ = make_host_communicators(d);
+  } else {
+    throw Error("dist: argument '--backend': '" + backend_in + "' has no multi-rank transport (cuda, cpu, cpu-ref)");
+  }
+}
+
+World::~World() {
+  comms_.clear();  // communicators before their devices
+  devices_.clear();
+}
+
+void World::run(const std::function<void(Communicator&)>& fn) {
+  std::mutex m;
+  std::exception_ptr first;
+  auto body = [&](int r) {
+    try {
+      comms_[r]->bind_thread();
+      fn(*comms_[r]);
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        if (!first) first = std::current_exception();
+      }
+      // Host groups wake their waiting ranks with an error; NCCL ranks on a failed
+      // collective cannot be woken from here (documented in docs/distributed.md).
+      for (auto& c : comms_) c->abort();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < size(); ++r) threads.emplace_back(body, r);
+  body(0);
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace msa::dist
