@@ -41,5 +41,5 @@ for g in $(seq 1 $NG); do
   timeout 120 $MSA run --backend cuda --model m3-attn --prompt-tokens 32768 --gen 8 --gpus $g --quiet
   timeout 60 $MSA run --backend cuda --model tiny --video 8,56,56 --batch 2 --gpus $g --check --quiet
 done > "$OUT/run_model.log" 2>&1
-grep -E "^device|prefill |decode |check|seq 0" "$OUT/run_model.log"
+grep -E "^msa run|^prefill |^decode |check|seq 0" "$OUT/run_model.log"
 say "done"
