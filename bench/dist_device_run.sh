@@ -10,10 +10,8 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0   # never NVLink multicast on shared hosts
 start=$(date +%s)
 say() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$OUT/run.log"; }
-SRC=$PWD
-if [ -d .git ] && [ -z "${MSA_USE_WORKTREE:-}" ]; then  # the committed tree, not work in progress
-  SRC=/tmp/msa-src; rm -rf $SRC; mkdir -p $SRC; git archive HEAD | tar -x -C $SRC
-fi
+SRC=${MSA_SRC:-$PWD}   # e.g. a `git archive HEAD` export, to leave work in progress out
+SRC=$(cd "$SRC" && pwd)
 B=$PWD/build-gpu
 NG=$(nvidia-smi -L | wc -l)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/run.log"
