@@ -23,7 +23,8 @@ if [ $rc -ne 0 ]; then grep -E "error" "$OUT/build.log" | head -20; tail -20 "$O
 MSA=$B/tools/msa
 say "tests: dist, cuda, determinism, resources, model"
 for t in dist cuda determinism resources model; do
-  timeout 200 $B/tests/msa_tests_$t > "$OUT/test_$t.log" 2>&1 || timeout 200 $B/tests/$t/msa_tests_$t > "$OUT/test_$t.log" 2>&1
+  exe=$B/tests/msa_tests_$t; [ -x $exe ] || exe=$B/tests/$t/msa_tests_$t
+  timeout 200 $exe > "$OUT/test_$t.log" 2>&1
   echo "msa_tests_$t rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_$t.log" | tr '\n' ' ')" | tee -a "$OUT/run.log"
 done
 grep -hE "^\[  FAILED|Failure|SKIPPED \]" "$OUT"/test_*.log | head -20
