@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "hal/error.h"
 #include "hal/registry.h"
@@ -25,7 +28,29 @@ struct LayerOptions {
   std::vector<std::string> config;
   int gpus = 0;
   std::string parallel = "heads";
+  std::string json;  // (optional) write the times here
 };
+
+// The times of a single-device run as a JSON object (for bench/layer_sweep.py).
+void write_json(const LayerOptions& o, const LayerConfig& c, const std::string& device, const LayerTimes& t,
+                double attended) {
+  nlohmann::json j;
+  j["device"] = device;
+  j["batch"] = o.batch;
+  j["context"] = o.context;
+  j["q_len"] = o.q_len;
+  j["config"] = {{"Hq", c.Hq}, {"Hkv", c.Hkv}, {"D", c.D}, {"Hi", c.Hi}, {"Di", c.Di}, {"Bs", c.Bs}, {"k", c.k},
+                 {"Qb", c.Qb}, {"dtype", hal::dtype_name(c.dtype)}, {"ki_dtype", hal::dtype_name(c.ki_dtype)}};
+  j["indexer_ms"] = t.indexer_ms;
+  j["topk_ms"] = t.topk_ms;
+  j["sparse_ms"] = t.sparse_ms;
+  j["layer_ms"] = t.indexer_ms + t.topk_ms + t.sparse_ms;
+  j["dense_ms"] = t.dense_ms;
+  j["attended_fraction"] = attended;
+  std::ofstream f(o.json);
+  if (!f) throw Error("argument '--json': cannot write '" + o.json + "'");
+  f << j.dump(2) << "\n";
+}
 
 // Share of equal outputs and the NMSE of a distributed run against the single-device one.
 int report_dist(const LayerOptions& o, const LayerProblem& prob) {
@@ -93,8 +118,10 @@ int run_layer(const LayerOptions& o) {
   std::printf("%-24s %10.3f\n", "sparse_block_attention", t.sparse_ms);
   std::printf("%-24s %10.3f\n", "msa layer (sum)", sparse);
   std::printf("%-24s %10.3f\n", "dense_attention", t.dense_ms);
+  const double attended = run.attended_fraction();
   std::printf("sparse/dense time ratio: %.3f (speed-up %.2fx); attended fraction of context: %.4f\n",
-              sparse / t.dense_ms, t.dense_ms / sparse, run.attended_fraction());
+              sparse / t.dense_ms, t.dense_ms / sparse, attended);
+  if (!o.json.empty()) write_json(o, cfg, device->name(), t, attended);
   if (!o.check) return 0;
   auto ref = hal::create_device("cpu-ref");
   LayerRun ref_run(*ref, prob);
@@ -121,6 +148,7 @@ Command add_layer(CLI::App& app) {
   sub->add_flag("--check", o->check, "Also run on cpu-ref at the same shape and compare");
   sub->add_option("--gpus", o->gpus,
                   "Split the layer over N ranks (devices 0..N-1 of the backend) and compare with one device");
+  sub->add_option("--json", o->json, "Also write the times to this JSON file");
   sub->add_option("--parallel", o->parallel, "With --gpus: heads or context")->capture_default_str();
   return {sub, [o] { return run_layer(*o); }};
 }
