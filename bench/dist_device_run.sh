@@ -31,6 +31,8 @@ grep -hE "^\[  FAILED|Failure|SKIPPED \]" "$OUT"/test_*.log | head -20
 say "msa layer --gpus: heads (decode B=8 at 1M, bf16) and context (prefill from empty at 32K)"
 for g in $(seq 1 $NG); do
   timeout 120 $MSA layer --backend cuda --batch 8 --context 1048576 --iters 10 --gpus $g --parallel heads
+  timeout 120 $MSA layer --backend cuda --batch 8 --context 1048576 --iters 10 --gpus $g --parallel heads-sharded-ki
+  timeout 120 $MSA layer --backend cuda --batch 8 --context 1048576 --iters 10 --gpus $g --parallel heads-sharded-ki --config ki_dtype=fp8_e4m3
   timeout 120 $MSA layer --backend cuda --batch 1 --context 32768 --q-len 32768 --iters 3 --gpus $g --parallel context
   timeout 120 $MSA layer --backend cuda --batch 1 --context 131072 --q-len 8192 --iters 3 --gpus $g --parallel heads
 done > "$OUT/layer.log" 2>&1

@@ -375,6 +375,120 @@ class ContextRank {
 };
 
 
+// ---------------------------------------------------------------- heads, sharded keys
+// Decode only: rank r owns its heads' query/KV/index heads as in head_shard, and KV blocks
+// [r*M, (r+1)*M) of the indexer key head (M = ceil(blocks / world)). Every rank scores
+// its key range for all index heads; the scores are all-gathered as [world][B][Hi][M] and
+// each rank gathers the rows of its own index heads, in block order, into [B][Hs][world*M]
+// (one `embedding` op as a row gather), then block_topk and the sparse attention run on
+// its heads as usual.
+class ShardedKeyHeadsRank {
+ public:
+  ShardedKeyHeadsRank(const LayerProblem& p, dist::Communicator& comm)
+      : p_(p), comm_(comm), dev_(comm.device()), shard_(head_shard(p, comm.rank(), comm.world())) {
+    const LayerConfig& c = p.cfg;
+    const int r = comm.rank(), w = comm.world();
+    MSA_CHECK_ARG(c.mode == ops::SelectionMode::per_kv_head, "layer", "--parallel",
+                  "heads-sharded-ki needs per_kv_head selection");
+    const int32_t* cu = p.cu_q.data<int32_t>();
+    const int32_t* kl = p.kv_len.data<int32_t>();
+    nb_ = p.block_table.shape[1];
+    M_ = (nb_ + w - 1) / w;
+    const int64_t lo = std::min<int64_t>(r * M_, nb_), hi = std::min<int64_t>(lo + M_, nb_);
+    for (int b = 0; b < p.B; ++b) {
+      MSA_CHECK_ARG(cu[b + 1] - cu[b] == 1, "layer", "--parallel",
+                    "heads-sharded-ki is for decode (--q-len 1): the key split ignores causality within a range");
+      MSA_CHECK_ARG(kl[b] > (w - 1) * M_ * c.Bs, "layer", "--parallel",
+                    "heads-sharded-ki needs every sequence to reach the last rank's key range (context > " +
+                        std::to_string((w - 1) * M_ * c.Bs) + ")");
+    }
+    // This rank's key pages and a block table / kv_len relative to its range: a decode
+    // query sees every key of the range, so shifting positions changes nothing.
+    const int64_t P = p.B * M_;
+    hal::HostTensor ki(p.ki_cache.dtype, {P, c.Bs, c.Di}), bt(hal::DType::i32, {p.B, M_}), klr(hal::DType::i32, {p.B});
+    hal::HostTensor ks;
+    if (!p.ki_scale.shape.empty()) ks = hal::HostTensor(hal::DType::f32, {P, c.Bs});
+    const size_t kip = p.ki_cache.nbytes() / static_cast<size_t>(p.ki_cache.shape[0]), ksp = static_cast<size_t>(c.Bs) * 4;
+    for (int64_t b = 0; b < p.B; ++b) {
+      for (int64_t j = lo; j < hi; ++j) {
+        const int64_t g = p.block_table.data<int32_t>()[b * nb_ + j], l = b * M_ + (j - lo);
+        std::memcpy(ki.bytes.data() + l * kip, p.ki_cache.bytes.data() + g * kip, kip);
+        if (!ks.shape.empty()) std::memcpy(ks.bytes.data() + l * ksp, p.ki_scale.bytes.data() + g * ksp, ksp);
+      }
+      for (int64_t j = 0; j < M_; ++j) bt.data<int32_t>()[b * M_ + j] = static_cast<int32_t>(b * M_ + std::min(j, std::max<int64_t>(hi - lo - 1, 0)));
+      klr.data<int32_t>()[b] = static_cast<int32_t>(std::min<int64_t>(kl[b] - lo * c.Bs, (hi - lo) * c.Bs));
+    }
+    const int64_t T = p.q.shape[0], Hs = shard_.cfg.Hkv, NQ = p.NQ;
+    idx_ = {up(p.qi), up(ki), ks.shape.empty() ? hal::Tensor{} : up(ks), up(bt), up(klr), up(p.cu_q), c.Qb, NQ, c.mode,
+            0.0f, c.pool, make(hal::DType::f32, {NQ, c.Hi, M_})};
+    all_scores_ = make(hal::DType::f32, {w * NQ * c.Hi, M_});
+    // Row (q, h, o) of this rank's score matrix is row (o, q, r*Hs + h) of the gathered one.
+    hal::HostTensor ids(hal::DType::i32, {NQ * Hs * w});
+    for (int64_t q = 0; q < NQ; ++q)
+      for (int64_t h = 0; h < Hs; ++h)
+        for (int o = 0; o < w; ++o)
+          ids.data<int32_t>()[(q * Hs + h) * w + o] = static_cast<int32_t>((o * NQ + q) * c.Hi + r * Hs + h);
+    ids_ = up(ids);
+    const hal::Tensor kl_all = up(p.kv_len), cu_all = idx_.cu_q;
+    topk_ = {make(hal::DType::f32, {NQ, Hs, w * M_}), kl_all, cu_all, c.Qb, NQ, c.Bs, c.k, c.n_sink, c.n_local,
+             make(hal::DType::i32, {NQ, Hs, c.k}), make(hal::DType::i32, {NQ, Hs})};
+    sparse_ = {up(shard_.q), up(shard_.k_cache), up(shard_.v_cache), up(p.block_table), kl_all, cu_all, c.Qb, NQ,
+               c.mode, topk_.block_idx, 0.0f, make(c.dtype, {T, shard_.cfg.Hq, c.D}), make(hal::DType::f32, {T, shard_.cfg.Hq})};
+  }
+
+  void step(Times& t) {
+    auto& s = dev_.stream();
+    const double t0 = now_ms();
+    ops::indexer_score(dev_, idx_);
+    s.synchronize();
+    const double t1 = now_ms();
+    comm_.all_gather(idx_.block_score, all_scores_);
+    ops::embedding(dev_, {all_scores_, ids_, topk_.block_score.reshape({topk_.block_score.numel() / M_, M_})});
+    s.synchronize();
+    const double t2 = now_ms();
+    ops::block_topk(dev_, topk_);
+    s.synchronize();
+    const double t3 = now_ms();
+    ops::sparse_block_attention(dev_, sparse_);
+    s.synchronize();
+    const double t4 = now_ms();
+    t.indexer.push_back(t1 - t0);
+    t.fetch.push_back(t2 - t1);
+    t.topk.push_back(t3 - t2);
+    t.sparse.push_back(t4 - t3);
+    t.layer.push_back(t4 - t0);
+  }
+
+  void assemble(DistLayerResult& res) {
+    place_dim1(res.sparse_out, hal::to_host(dev_, sparse_.out), comm_.rank() * shard_.cfg.Hq);
+    const hal::HostTensor idx = hal::to_host(dev_, topk_.block_idx);
+    place_dim1(res.block_idx, idx, comm_.rank() * idx.shape[1]);
+  }
+
+ private:
+  hal::Tensor up(const hal::HostTensor& h) {
+    auto o = hal::to_device(dev_, h);
+    bufs_.push_back(std::move(o.buffer));
+    return o.tensor;
+  }
+  hal::Tensor make(hal::DType t, std::initializer_list<int64_t> s) {
+    auto o = dev_.alloc_tensor(t, s);
+    bufs_.push_back(std::move(o.buffer));
+    return o.tensor;
+  }
+
+  const LayerProblem& p_;
+  dist::Communicator& comm_;
+  hal::Device& dev_;
+  LayerProblem shard_;
+  int64_t nb_ = 0, M_ = 0;
+  std::vector<hal::BufferPtr> bufs_;
+  hal::Tensor all_scores_, ids_;
+  ops::IndexerScoreArgs idx_;
+  ops::BlockTopkArgs topk_;
+  ops::SparseAttentionArgs sparse_;
+};
+
 // The slowest rank's median of each phase.
 void reduce_times(const std::vector<Times>& per_rank, DistLayerResult& r) {
   for (const Times& t : per_rank) {
@@ -390,8 +504,9 @@ void reduce_times(const std::vector<Times>& per_rank, DistLayerResult& r) {
 
 Parallel parse_parallel(const std::string& s) {
   if (s == "heads") return Parallel::heads;
+  if (s == "heads-sharded-ki") return Parallel::heads_sharded_ki;
   if (s == "context") return Parallel::context;
-  throw Error("argument '--parallel': '" + s + "' is not heads or context");
+  throw Error("argument '--parallel': '" + s + "' is not heads, heads-sharded-ki or context");
 }
 
 DistLayerResult run_layer_dist(const LayerProblem& prob, const std::string& backend, int world, Parallel mode,
@@ -425,6 +540,15 @@ DistLayerResult run_layer_dist(const LayerProblem& prob, const std::string& back
       place_dim1(res.sparse_out, out, r * shard.cfg.Hq);
       if (idx.shape[1] == Hs) res.block_idx = idx;  // shared selection: every rank has it all
       else place_dim1(res.block_idx, idx, r * idx.shape[1]);
+    });
+  } else if (mode == Parallel::heads_sharded_ki) {
+    w.run([&](dist::Communicator& comm) {
+      ShardedKeyHeadsRank hr(prob, comm);
+      Times warm;
+      hr.step(warm);
+      for (int it = 0; it < iters; ++it) hr.step(times[comm.rank()]);
+      std::lock_guard<std::mutex> lock(m);
+      hr.assemble(res);
     });
   } else {
     std::vector<int64_t> fetched(static_cast<size_t>(world), 0);

@@ -2,6 +2,11 @@
 // dist::World, in one of two ways:
 //  - heads: rank r owns KV heads [r*Hkv/N, (r+1)*Hkv/N), their query heads and (per-KV-head
 //    selection) their index heads; the indexer key cache is replicated. No transfer.
+//  - heads-sharded-ki (decode): heads as above, but the indexer keys are split by context
+//    (rank r keeps KV blocks [r*M, (r+1)*M) of the key head, M = ceil(blocks / N)); every
+//    rank scores its key range for all index heads, the block scores are all-gathered
+//    (B x Hi x blocks floats) and each rank gathers its own heads' rows for block_topk.
+//    Each rank then streams 1/N of the indexer keys instead of all of them.
 //  - context: the KV cache of every sequence is split into N block-aligned ranges, one per
 //    rank, and each query token goes to the rank that owns its position. The indexer keys
 //    are all-gathered (small: Di values per token), every rank scores and selects the
@@ -18,7 +23,7 @@
 
 namespace msa::cli {
 
-enum class Parallel { heads, context };
+enum class Parallel { heads, heads_sharded_ki, context };
 Parallel parse_parallel(const std::string& s);
 
 struct DistLayerResult {

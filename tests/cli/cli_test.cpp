@@ -269,6 +269,16 @@ TEST(CliDist, LayerOnRanksEqualsOneDevice) {
   // Decode: only the last rank holds queries; the others serve blocks.
   const Result dec = run_cli("layer" + cfg + " --q-len 1 --gpus 2 --parallel context");
   EXPECT_EQ(dec.code, 0) << dec.output;
+  // Decode with the indexer keys split by context: scores gathered, rows permuted.
+  for (const char* gpus : {"2", "4"}) {
+    const Result ki = run_cli("layer" + cfg + " --q-len 1 --gpus " + gpus + " --parallel heads-sharded-ki");
+    EXPECT_EQ(ki.code, 0) << ki.output;
+    EXPECT_NE(ki.output.find("block_idx identical in 100.00%"), std::string::npos) << ki.output;
+    EXPECT_NE(ki.output.find("bitwise equal"), std::string::npos) << ki.output;
+  }
+  const Result ki_prefill = run_cli("layer" + cfg + " --q-len 4 --gpus 2 --parallel heads-sharded-ki");
+  EXPECT_EQ(ki_prefill.code, 2) << ki_prefill.output;
+  EXPECT_NE(ki_prefill.output.find("decode"), std::string::npos) << ki_prefill.output;
   const Result bad = run_cli("layer" + cfg + " --gpus 3 --parallel heads");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--gpus"), std::string::npos) << bad.output;
