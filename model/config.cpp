@@ -2,7 +2,10 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 
@@ -19,7 +22,32 @@ using nlohmann::json;
   throw Error("config.json: field '" + field + "': " + what);
 }
 
-// Reads an integer field; `fallback` empty = required.
+// A JSON value as it appears in a message: its JSON text, except non-finite numbers (a
+// json built in C++ can hold them; dump() would print `null`).
+std::string show(const json& v) {
+  if (v.is_number_float() && !std::isfinite(v.get<double>()))
+    return std::isnan(v.get<double>()) ? "nan" : v.get<double>() > 0 ? "inf" : "-inf";
+  return v.dump();
+}
+
+std::string show(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// Every float field (epsilons, RoPE thetas, partial_rotary_factor) is a positive value that
+// must survive the conversion to float: finite, not above FLT_MAX (1e300 would become inf),
+// not below FLT_MIN (1e-50 would become 0 or a denormal).
+void check_float_range(double v, const std::string& field, const std::string& text) {
+  if (!(std::isfinite(v) && v >= FLT_MIN && v <= FLT_MAX))
+    field_error(field, "must be a finite positive number in float range [" + show(FLT_MIN) + ", " +
+                           show(FLT_MAX) + "], got " + text);
+}
+
+// Reads an integer field; `fallback` empty = required. Accepts JSON integers and integral
+// floats (4.0) in int32 range; the message shows the value as written (an unsigned value
+// above INT64_MAX is compared as unsigned, never wrapped to a negative one).
 int get_int(const json& j, const std::string& prefix, const char* name,
             std::optional<int> fallback) {
   const std::string field = prefix + name;
@@ -28,22 +56,35 @@ int get_int(const json& j, const std::string& prefix, const char* name,
     if (!fallback) field_error(field, "missing (required)");
     return *fallback;
   }
-  if (!it->is_number_integer() && !it->is_number_unsigned()) {
-    if (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>() &&
-        std::fabs(it->get<double>()) <= INT32_MAX)  // a larger double -> int cast is UB
-      return static_cast<int>(it->get<double>());
-    field_error(field, "must be an integer, got " + it->dump());
+  const json& v = *it;
+  const std::string out_of_range =
+      "out of range: must be an integer in [-2147483648, 2147483647], got " + show(v);
+  if (v.is_number_unsigned()) {  // before is_number_integer(), which is also true for it
+    if (v.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)) field_error(field, out_of_range);
+    return static_cast<int>(v.get<uint64_t>());
   }
-  const auto v = it->get<int64_t>();
-  if (v < INT32_MIN || v > INT32_MAX) field_error(field, "out of range: " + it->dump());
-  return static_cast<int>(v);
+  if (v.is_number_integer()) {
+    const auto i = v.get<int64_t>();
+    if (i < INT32_MIN || i > INT32_MAX) field_error(field, out_of_range);
+    return static_cast<int>(i);
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && std::floor(d) == d) {
+      if (d < INT32_MIN || d > INT32_MAX) field_error(field, out_of_range);  // cast would be UB
+      return static_cast<int>(d);
+    }
+  }
+  field_error(field, "must be an integer, got " + show(v));
 }
 
 float get_float(const json& j, const std::string& prefix, const char* name, float fallback) {
+  const std::string field = prefix + name;
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_number()) field_error(prefix + name, "must be a number, got " + it->dump());
-  return it->get<float>();
+  if (!it->is_number()) field_error(field, "must be a number, got " + it->dump());
+  check_float_range(it->get<double>(), field, show(*it));
+  return static_cast<float>(it->get<double>());
 }
 
 bool get_bool(const json& j, const char* name, bool fallback) {
@@ -69,6 +110,8 @@ VisionConfig parse_vision(const json& v) {
   if (!v.is_object()) field_error("vision_config", "must be an object");
   VisionConfig c;
   c.depth = get_int(v, p, "depth", 0);
+  require(c.depth >= 0, p + "depth",
+          "must be >= 0 (0 = no vision encoder), got " + std::to_string(c.depth));
   if (c.depth == 0) return c;
   c.hidden_size = get_int(v, p, "hidden_size", std::nullopt);
   c.num_heads = get_int(v, p, "num_heads", std::nullopt);
@@ -92,7 +135,8 @@ Config parse_config(const json& j) {
   c.num_hidden_layers = get_int(j, "", "num_hidden_layers", std::nullopt);
   c.num_attention_heads = get_int(j, "", "num_attention_heads", std::nullopt);
   c.num_key_value_heads = get_int(j, "", "num_key_value_heads", c.num_attention_heads);
-  require(c.num_attention_heads > 0, "num_attention_heads", "must be positive");
+  require(c.num_attention_heads > 0, "num_attention_heads",
+          "must be positive, got " + std::to_string(c.num_attention_heads));
   c.head_dim = get_int(j, "", "head_dim", c.hidden_size / c.num_attention_heads);
   c.intermediate_size = get_int(j, "", "intermediate_size", std::nullopt);
   c.vocab_size = get_int(j, "", "vocab_size", std::nullopt);
@@ -102,7 +146,7 @@ Config parse_config(const json& j) {
     c.rotary_dim = get_int(j, "", "rotary_dim", std::nullopt);
   } else {
     const float f = get_float(j, "", "partial_rotary_factor", 0.5f);
-    require(f > 0.0f && f <= 1.0f, "partial_rotary_factor", "must be in (0, 1]");
+    require(f <= 1.0f, "partial_rotary_factor", "must be in (0, 1], got " + show(f));
     c.rotary_dim = static_cast<int>(std::lround(f * c.head_dim));
   }
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false);
@@ -208,15 +252,23 @@ void validate(const Config& c) {
   require(c.head_dim % 2 == 0, "head_dim", "must be even");
   require(c.rotary_dim >= 0 && c.rotary_dim <= c.head_dim && c.rotary_dim % 2 == 0,
           "rotary_dim", "must be even and in [0, head_dim], got " + std::to_string(c.rotary_dim));
-  require(c.rms_norm_eps > 0.0f, "rms_norm_eps", "must be positive");
-  require(c.rope_theta > 0.0f, "rope_theta", "must be positive");
+  check_float_range(c.rms_norm_eps, "rms_norm_eps", show(c.rms_norm_eps));
+  check_float_range(c.rope_theta, "rope_theta", show(c.rope_theta));
   require(c.num_dense_layers >= 0 && c.num_dense_layers <= c.num_hidden_layers,
           "num_dense_layers", "must be in [0, num_hidden_layers], got " +
                                   std::to_string(c.num_dense_layers));
   require(c.torch_dtype == hal::DType::bf16 || c.torch_dtype == hal::DType::f16 ||
               c.torch_dtype == hal::DType::f32,
           "torch_dtype", "must be bfloat16, float16 or float32");
+  auto non_negative = [](int v, const char* f) {
+    require(v >= 0, f, "must be >= 0, got " + std::to_string(v));
+  };
   positive(c.sparse_block_size, "sparse_block_size");
+  // Counts are checked even in a model without sparse layers: a negative one is never meant.
+  non_negative(c.sparse_local_block, "sparse_local_block");
+  non_negative(c.sparse_init_block, "sparse_init_block");
+  require(c.image_token_id >= -1, "image_token_id",
+          "must be -1 (none) or a token id, got " + std::to_string(c.image_token_id));
   if (c.num_sparse_layers() > 0) {
     positive(c.sparse_num_index_heads, "sparse_num_index_heads");
     positive(c.sparse_index_dim, "sparse_index_dim");
@@ -224,11 +276,9 @@ void validate(const Config& c) {
             "sparse_num_index_heads", "must equal num_key_value_heads (M3) or be 1 (shared)");
     require(c.sparse_index_dim % 2 == 0, "sparse_index_dim", "must be even");
     positive(c.sparse_topk_blocks, "sparse_topk_blocks");
-    require(c.sparse_local_block >= 0, "sparse_local_block", "must be >= 0");
-    require(c.sparse_init_block >= 0, "sparse_init_block", "must be >= 0");
     const int qb = c.sparse_query_block;
     require(qb >= 1 && qb <= 128 && (qb & (qb - 1)) == 0, "sparse_query_block",
-            "must be 1 or a power of two up to 128");
+            "must be 1 or a power of two up to 128, got " + std::to_string(qb));
     const int64_t need = int64_t{c.sparse_init_block} +  // int64: INT_MAX fields must not overflow
                      (c.sparse_local_block > 0
                           ? int64_t{c.sparse_local_block} - 1 + std::max(1, qb / c.sparse_block_size)
@@ -237,25 +287,39 @@ void validate(const Config& c) {
             "must be >= sparse_init_block + sparse_local_block forced blocks (" +
                 std::to_string(need) + ")");
   }
-  require(c.image_token_id < c.vocab_size, "image_token_id", "must be < vocab_size");
+  require(c.image_token_id < c.vocab_size, "image_token_id",
+          "must be < vocab_size (" + std::to_string(c.vocab_size) + "), got " +
+              std::to_string(c.image_token_id));
   const VisionConfig& v = c.vision;
+  require(v.depth >= 0, "vision_config.depth",
+          "must be >= 0 (0 = no vision encoder), got " + std::to_string(v.depth));
   if (v.enabled()) {
-    require(v.depth > 0, "vision_config.depth", "must be >= 0");
-    require(v.hidden_size > 0, "vision_config.hidden_size", "must be positive");
+    positive(v.hidden_size, "vision_config.hidden_size");
     require(v.num_heads > 0 && v.hidden_size % v.num_heads == 0, "vision_config.num_heads",
             "must be positive and divide vision_config.hidden_size");
     require(v.head_dim() % 2 == 0 && v.head_dim() >= 6, "vision_config.num_heads",
             "gives an odd or too small head dim " + std::to_string(v.head_dim()));
-    require(v.intermediate_size > 0, "vision_config.intermediate_size", "must be positive");
-    require(v.patch_size > 0, "vision_config.patch_size", "must be positive");
-    require(v.temporal_patch_size > 0, "vision_config.temporal_patch_size", "must be positive");
-    require(v.spatial_merge_size > 0, "vision_config.spatial_merge_size", "must be positive");
-    require(v.in_channels == 3, "vision_config.in_channels", "must be 3 (RGB)");
-    require(v.window > 0, "vision_config.window", "must be positive");
-    require(v.rope_theta > 0.0f, "vision_config.rope_theta", "must be positive");
+    positive(v.intermediate_size, "vision_config.intermediate_size");
+    positive(v.patch_size, "vision_config.patch_size");
+    positive(v.temporal_patch_size, "vision_config.temporal_patch_size");
+    positive(v.spatial_merge_size, "vision_config.spatial_merge_size");
+    require(v.in_channels == 3, "vision_config.in_channels",
+            "must be 3 (RGB), got " + std::to_string(v.in_channels));
+    positive(v.window, "vision_config.window");
+    // patch_dim() and merge_tokens() are int products: int32 fields must not overflow them.
+    const int64_t area = int64_t{v.patch_size} * v.patch_size;  // <= 2^62: no int64 overflow
+    require(area <= INT32_MAX / (int64_t{v.in_channels} * v.temporal_patch_size),
+            "vision_config.patch_size",
+            "in_channels * temporal_patch_size * patch_size^2 = " + std::to_string(v.in_channels) +
+                " * " + std::to_string(v.temporal_patch_size) + " * " +
+                std::to_string(v.patch_size) + "^2 values per patch exceeds 2147483647");
+    require(int64_t{v.spatial_merge_size} * v.spatial_merge_size <= INT32_MAX,
+            "vision_config.spatial_merge_size",
+            "spatial_merge_size^2 patches per token exceeds 2147483647, got " +
+                std::to_string(v.spatial_merge_size));
+    check_float_range(v.rope_theta, "vision_config.rope_theta", show(v.rope_theta));
+    check_float_range(v.layer_norm_eps, "vision_config.layer_norm_eps", show(v.layer_norm_eps));
     require(c.image_token_id >= 0, "image_token_id", "required by a model with vision_config");
-  } else {
-    require(v.depth == 0, "vision_config.depth", "must be >= 0");
   }
 }
 

@@ -1,6 +1,11 @@
 // config.json parsing, validation errors naming the field, and the presets.
 #include <gtest/gtest.h>
 
+#include <cfloat>
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "hal/error.h"
@@ -9,14 +14,33 @@
 namespace msa::model {
 namespace {
 
-// Expects parse_config(j) to throw msa::Error whose message names `field`.
-void expect_field_error(const nlohmann::json& j, const std::string& field) {
+// Expects parse_config(j) to throw msa::Error whose message names `field` (and contains
+// `shows`, when given).
+void expect_field_error(const nlohmann::json& j, const std::string& field,
+                        const std::string& shows = "") {
   try {
     parse_config(j);
-    ADD_FAILURE() << "no error for field " << field;
+    ADD_FAILURE() << "no error for field " << field << " (" << shows << ")";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'" + field + "'"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'" + field + "'"), std::string::npos) << what;
+    EXPECT_NE(what.find(shows), std::string::npos) << "expected '" << shows << "' in: " << what;
   }
+}
+
+// The tiny preset's config.json with `path` ("rope_theta", "vision_config.rope_theta") set
+// to the JSON text `value` (parsed, as load_config would read it).
+nlohmann::json tiny_with(const std::string& path, const std::string& value) {
+  nlohmann::json j = to_json(preset_config("tiny"));
+  nlohmann::json* obj = &j;
+  std::string key = path;
+  if (const auto dot = path.find('.'); dot != std::string::npos) {
+    obj = &j[path.substr(0, dot)];
+    key = path.substr(dot + 1);
+  }
+  (*obj)[key] = nlohmann::json::parse(value);
+  if (key == "partial_rotary_factor") j.erase("rotary_dim");  // rotary_dim would win
+  return j;
 }
 
 TEST(ModelConfig, PresetsRoundTripThroughJson) {
@@ -85,6 +109,108 @@ TEST(ModelConfig, BadValuesNameTheirField) {
   j = good;
   j["vision_config"].erase("hidden_size");
   expect_field_error(j, "vision_config.hidden_size");
+}
+
+// Float fields are read as float: values that overflow to inf or vanish to 0 (or to a
+// denormal) must be rejected, not silently converted. (Before: rope_theta 1e300 loaded as
+// inf; vision_config.layer_norm_eps was not checked at all.)
+TEST(ModelConfig, FloatFieldsMustBeFinitePositiveFloats) {
+  const std::vector<std::string> fields = {"rms_norm_eps", "rope_theta", "partial_rotary_factor",
+                                           "vision_config.rope_theta",
+                                           "vision_config.layer_norm_eps"};
+  for (const std::string& f : fields) {
+    SCOPED_TRACE(f);
+    for (const char* bad : {"1e300", "-1e300", "3.5e38", "1e-50", "1e-40", "0", "-0.0", "-1"})
+      expect_field_error(tiny_with(f, bad), f, "got " + nlohmann::json::parse(bad).dump());
+    // A json built in C++ can hold NaN and infinities (JSON text cannot).
+    for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+      nlohmann::json j = tiny_with(f, "1");
+      if (f.rfind("vision_config.", 0) == 0) {
+        j["vision_config"][f.substr(14)] = bad;
+      } else {
+        j[f] = bad;
+      }
+      expect_field_error(j, f, "must be a finite positive number in float range");
+    }
+  }
+  // The float range's ends are accepted and kept exactly.
+  EXPECT_EQ(parse_config(tiny_with("rope_theta", "3.4028234663852886e38")).rope_theta, FLT_MAX);
+  EXPECT_EQ(parse_config(tiny_with("rms_norm_eps", "1.1754943508222875e-38")).rms_norm_eps,
+            FLT_MIN);
+  EXPECT_EQ(parse_config(tiny_with("vision_config.layer_norm_eps", "1e-5")).vision.layer_norm_eps,
+            1e-5f);
+  EXPECT_EQ(parse_config(tiny_with("partial_rotary_factor", "1")).rotary_dim, 64);
+  expect_field_error(tiny_with("partial_rotary_factor", "1.5"), "partial_rotary_factor", "got 1.5");
+  // validate() checks a Config built in C++ the same way.
+  Config c = preset_config("tiny");
+  c.rope_theta = INFINITY;
+  EXPECT_THROW(validate(c), Error);
+  c = preset_config("tiny");
+  c.vision.layer_norm_eps = 0.0f;
+  EXPECT_THROW(validate(c), Error);
+}
+
+// Integers past int32, written as integers (also above INT64_MAX, which nlohmann holds as
+// uint64) or as floats, are rejected with the value as written: never wrapped around.
+// (Before: 18446744073709551615 became -1, accepted as image_token_id and reported as "got
+// -1" for hidden_size.)
+TEST(ModelConfig, HugeIntegersAreRejectedAsWritten) {
+  const std::vector<std::string> fields = {"hidden_size", "vocab_size", "image_token_id",
+                                           "sparse_local_block", "vision_config.depth",
+                                           "vision_config.patch_size"};
+  for (const std::string& f : fields) {
+    SCOPED_TRACE(f);
+    for (const char* bad : {"18446744073709551615", "18446744073709551614", "9223372036854775808",
+                            "4294967295", "2147483648", "-2147483649", "-9223372036854775808",
+                            "1e30", "-1e30"}) {
+      // The value as written (nlohmann prints 1e30 as 1e+30), never a wrapped one.
+      expect_field_error(tiny_with(f, bad), f,
+                         "must be an integer in [-2147483648, 2147483647], got " +
+                             nlohmann::json::parse(bad).dump());
+    }
+  }
+  expect_field_error(tiny_with("hidden_size", "128.5"), "hidden_size",
+                     "must be an integer, got 128.5");
+  EXPECT_EQ(parse_config(tiny_with("hidden_size", "128.0")).hidden_size, 128);
+}
+
+// Negative or in-range but huge integers get a message naming the field and the value.
+TEST(ModelConfig, NegativeAndOverflowingIntegersNameTheirField) {
+  for (const char* f : {"hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim",
+                        "intermediate_size", "vocab_size", "sparse_block_size",
+                        "sparse_topk_blocks", "sparse_local_block", "sparse_init_block",
+                        "sparse_query_block", "num_dense_layers", "image_token_id",
+                        "vision_config.depth", "vision_config.hidden_size",
+                        "vision_config.intermediate_size", "vision_config.patch_size",
+                        "vision_config.temporal_patch_size", "vision_config.spatial_merge_size",
+                        "vision_config.window", "vision_config.in_channels"}) {
+    SCOPED_TRACE(f);
+    expect_field_error(tiny_with(f, "-2"), f, "got -2");
+    expect_field_error(tiny_with(f, "-2147483648"), f, "got -2147483648");
+  }
+  // A model without sparse layers still rejects negative sparse counts.
+  nlohmann::json dense = to_json(preset_config("tiny"));
+  dense["num_dense_layers"] = 2;
+  EXPECT_NO_THROW(parse_config(dense));
+  for (const char* f : {"sparse_local_block", "sparse_init_block"}) {
+    nlohmann::json j = dense;
+    j[f] = -1;
+    expect_field_error(j, f, "got -1");
+  }
+  // In int32 range, but patch_dim() / merge_tokens() (int products) would overflow.
+  expect_field_error(tiny_with("vision_config.patch_size", "2147483647"),
+                     "vision_config.patch_size", "exceeds 2147483647");
+  expect_field_error(tiny_with("vision_config.patch_size", "18919"),
+                     "vision_config.patch_size", "3 * 2 * 18919^2");
+  EXPECT_EQ(parse_config(tiny_with("vision_config.patch_size", "18918")).vision.patch_dim(),
+            3 * 2 * 18918 * 18918);
+  expect_field_error(tiny_with("vision_config.temporal_patch_size", "2147483647"),
+                     "vision_config.patch_size", "3 * 2147483647 * 14^2");
+  expect_field_error(tiny_with("vision_config.spatial_merge_size", "46341"),
+                     "vision_config.spatial_merge_size", "got 46341");
+  EXPECT_EQ(
+      parse_config(tiny_with("vision_config.spatial_merge_size", "46340")).vision.merge_tokens(),
+      46340 * 46340);
 }
 
 TEST(ModelConfig, UnknownPresetIsAnError) {
