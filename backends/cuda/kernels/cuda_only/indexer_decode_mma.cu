@@ -1,0 +1,251 @@
+// CUDA-only: indexer_score for one query per query block (Qb = 1: decode, or a short
+// batch) with the dot products on tensor cores (mma.sync m16n8k16, f32 accumulate).
+//
+// Why: the portable decode kernel reaches 87% of HBM bandwidth with bf16 keys but is
+// issue-bound with fp8 keys (half the bytes, the same per-key FMA and shuffle work). Here
+// a warp takes one KV block; each 16-key tile is the A operand (keys x dims) and the
+// query's index heads the B operand (dims x 8 heads, Hi <= 8, zero-padded), so a key
+// costs 1/16 of an mma per 16 dims and no shuffles until the block's end.
+//
+// Operand layout: the dot product sums over dims, so the dims of one k-step may be any 16
+// dims as long as A and B agree. Lane (g = lane / 4, t = lane % 4) loads 16 contiguous
+// bytes of key rows g and g + 8 (bf16: 8 dims, two k-steps; fp8: 16 dims, four k-steps)
+// and uses them as its A fragments; the B fragments hold the same dims of qi for head g.
+// fp8 keys become f16 holding value / 2^8 (exact, branch-free bit trick); the 2^8 and the
+// softmax scale multiply the f32 result, with the per-token ki_scale. A NaN in a key slot
+// past kv_len only reaches its own row of the product, which is masked.
+#include <algorithm>
+#include <cfloat>
+#include <cstdlib>
+
+#include "backends/cuda/check.h"
+#include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
+#include "backends/cuda/kernels/portable/seq.cuh"
+#include "hal/op_id.h"
+
+namespace msa::cuda {
+namespace {
+
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+
+struct Params {
+  Batch bt;
+  const uint16_t* qi = nullptr;  // [T][Hi][Di] bf16 or f16 bits
+  bool qi_f16 = false;
+  const uint8_t* ki = nullptr;   // [P][Bs][Di] bf16 or fp8 bytes
+  const float* ki_scale = nullptr;
+  float* out = nullptr;          // [NQ][Hi][max_blocks]
+  int64_t NQ = 0;
+  int Hi = 1, Di = 0;
+  float scale = 1.0f;
+  bool pool_lse = false;
+  int splits = 1;
+};
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two e4m3 bytes (in the high byte of each 16-bit half) -> f16x2 of value / 2^8; the NaN
+// pattern (magnitude 0x7f) stays NaN. Same trick as the portable kernel.
+__device__ __forceinline__ uint32_t fp8x2_to_f16x2_div256(uint32_t u) {
+  const uint32_t nan = (((u & 0x7f007f00u) + 0x01000100u) & 0x80008000u) >> 1;
+  return (u & 0x80008000u) | ((u >> 1) & 0x3f803f80u) | nan;
+}
+// Dims {0,1} and {2,3} of a word of four fp8 keys, as f16x2 (low half = lower dim).
+__device__ __forceinline__ uint32_t fp8_lo(uint32_t w) {
+  return fp8x2_to_f16x2_div256(((w & 0xffu) << 8) | ((w & 0xff00u) << 16));
+}
+__device__ __forceinline__ uint32_t fp8_hi(uint32_t w) {
+  return fp8x2_to_f16x2_div256(((w & 0xff0000u) >> 8) | (w & 0xff000000u));
+}
+
+// Running pool of one head's logits: max, or (max, sum of exp) for log-sum-exp.
+struct Pool {
+  float m = -FLT_MAX * 2.0f, s = 0.0f;
+  __device__ __forceinline__ void add(float l, bool lse) {
+    if (lse) {
+      const float nm = fmaxf(m, l);
+      s = s * expf(m - nm) + expf(l - nm);
+      m = nm;
+    } else {
+      m = fmaxf(m, l);
+    }
+  }
+  // Merges the 8 lanes that share lane % 4 (xor 4, 8, 16); returns the pooled score.
+  __device__ __forceinline__ float finish(bool lse) {
+    const float ninf = -FLT_MAX * 2.0f;
+    float mm = m;
+    for (int o = 4; o < 32; o <<= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
+    if (!lse) return mm;
+    float ss = (m == ninf) ? 0.0f : s * expf(m - mm);
+    for (int o = 4; o < 32; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    return mm == ninf ? ninf : mm + logf(ss);
+  }
+};
+
+// KFP8: keys are fp8 (else bf16, with bf16 qi). DI: 64 or 128.
+template <bool KFP8, int DI>
+__global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
+  constexpr int KB = KFP8 ? 1 : 2;            // key bytes
+  constexpr int DPL = 16 / KB;                 // dims per 16-byte load
+  constexpr int NL = DI / (4 * DPL);           // loads per row per lane (4 lanes per row)
+  constexpr int KS = DPL / 4;                  // k-steps per load (4 dims per lane per k-step)
+  static_assert(NL >= 1 && NL * 4 * DPL == DI, "Di must be a multiple of 4 x 16 bytes");
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t qb = blockIdx.x / p.splits;
+  const int wid = (blockIdx.x % p.splits) * kWarps + warp, nw = p.splits * kWarps;
+  const int Bs = p.bt.Bs, MB = p.bt.max_blocks;
+  const float ninf = -FLT_MAX * 2.0f;
+
+  __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
+  const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
+  const QBlock q = locate_qblock(cbt, 1, qb, p.NQ, blockIdx.x == 0);
+  const int nblk = q.ntok > 0 ? (q.kv + Bs - 1) / Bs : 0;
+  const int pos = q.p0;  // Qb = 1: one token per query block
+  const int clast = q.ntok > 0 ? min(nblk - 1, pos / Bs) : -1;
+
+  // B fragments: qi of head g at this lane's dims, per load l and k-step s:
+  // dims l * 4 * DPL + t * DPL + 4 s + {0, 1} (b0) and + {2, 3} (b1).
+  uint32_t b[NL][KS][2];
+  {
+    const bool head_ok = g < p.Hi && q.ntok > 0;
+    const uint16_t* qrow = p.qi + (int64_t{q.t0} * p.Hi + (head_ok ? g : 0)) * p.Di;
+#pragma unroll
+    for (int l = 0; l < NL; ++l)
+#pragma unroll
+      for (int s = 0; s < KS; ++s)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int d = l * 4 * DPL + t * DPL + 4 * s + 2 * h;
+          uint32_t lo = head_ok ? qrow[d] : 0u, hi = head_ok ? qrow[d + 1] : 0u;
+          if (KFP8 && !p.qi_f16) {  // bf16 qi -> f16 (exact in f16's normal range)
+            lo = f32_to_f16_bits(bf16_bits_to_f32(static_cast<uint16_t>(lo)));
+            hi = f32_to_f16_bits(bf16_bits_to_f32(static_cast<uint16_t>(hi)));
+          }
+          b[l][s][h] = lo | (hi << 16);
+        }
+  }
+  const float lscale = KFP8 ? p.scale * 256.0f : p.scale;
+
+  for (int c = wid; c < MB; c += nw) {
+    float* orow = p.out + qb * int64_t{p.Hi} * MB + c;
+    const int lim = c <= clast ? min(min(q.kv - 1, pos) - c * Bs, Bs - 1) : -1;
+    const int64_t page = lim >= 0 ? page_of(p.bt, q.b, c) : -1;
+    Pool pool[2];
+    if (page >= 0) {
+      const uint8_t* kb = p.ki + page * Bs * int64_t{DI} * KB;
+      for (int r0 = 0; r0 <= lim; r0 += 16) {
+        uint4 raw[2][NL];
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+          for (int l = 0; l < NL; ++l)
+            raw[half][l] = __ldg(reinterpret_cast<const uint4*>(kb + (int64_t{r0 + g + 8 * half} * DI +
+                                                                       l * 4 * DPL + t * DPL) * KB));
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int l = 0; l < NL; ++l) {
+          const uint32_t w0[4] = {raw[0][l].x, raw[0][l].y, raw[0][l].z, raw[0][l].w};
+          const uint32_t w1[4] = {raw[1][l].x, raw[1][l].y, raw[1][l].z, raw[1][l].w};
+#pragma unroll
+          for (int s = 0; s < KS; ++s) {
+            uint32_t a[4];
+            if constexpr (KFP8) {  // word s: dims 4s..4s+3 of this lane's 16
+              a[0] = fp8_lo(w0[s]);
+              a[1] = fp8_lo(w1[s]);
+              a[2] = fp8_hi(w0[s]);
+              a[3] = fp8_hi(w1[s]);
+              mma_f16(acc, a, b[l][s][0], b[l][s][1]);
+            } else {  // words 2s, 2s+1: dims 4s..4s+3 of this lane's 8
+              a[0] = w0[2 * s];
+              a[1] = w1[2 * s];
+              a[2] = w0[2 * s + 1];
+              a[3] = w1[2 * s + 1];
+              mma_bf16(acc, a, b[l][s][0], b[l][s][1]);
+            }
+          }
+        }
+        // acc: rows (keys) g and g + 8, columns (heads) 2t and 2t + 1.
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int row = r0 + g + 8 * half;
+          if (row > lim) continue;
+          float f = lscale;
+          if (p.ki_scale != nullptr) f *= p.ki_scale[page * Bs + row];
+          pool[0].add(acc[2 * half] * f, p.pool_lse);
+          pool[1].add(acc[2 * half + 1] * f, p.pool_lse);
+        }
+      }
+    }
+    const float s0 = pool[0].finish(p.pool_lse), s1 = pool[1].finish(p.pool_lse);
+    if (g == 0) {
+      if (2 * t < p.Hi) orow[int64_t{2 * t} * MB] = page >= 0 ? s0 : ninf;
+      if (2 * t + 1 < p.Hi) orow[int64_t{2 * t + 1} * MB] = page >= 0 ? s1 : ninf;
+    }
+  }
+}
+
+template <bool KFP8, int DI>
+void launch(const Params& p, unsigned grid, cudaStream_t s) {
+  indexer_mma_kernel<KFP8, DI><<<grid, kThreads, 0, s>>>(p);
+}
+
+}  // namespace
+
+bool launch_mma_decode_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
+  auto& st = gpu_stream(s);
+  const hal::DType kd = a.ki_cache.dtype, qd = a.qi.dtype;
+  const int Di = static_cast<int>(a.qi.dim(2)), Hi = static_cast<int>(a.qi.dim(1)), Bs = static_cast<int>(a.ki_cache.dim(1));
+  const bool keys_ok = (kd == hal::DType::fp8_e4m3 && (qd == hal::DType::bf16 || qd == hal::DType::f16)) ||
+                       (kd == hal::DType::bf16 && qd == hal::DType::bf16);
+  // Decode-like: Qb = 1 and few queries (prefill goes to the tile kernels).
+  if (!st.props().native_tier || st.props().cc_major < 8 || std::getenv("MSA_CUDA_NO_MMA_INDEXER") != nullptr ||
+      !keys_ok || a.Qb != 1 || a.qi.dim(0) > 64 || Hi > 8 || (Di != 64 && Di != 128) || Bs % 16 != 0)
+    return false;
+  Params p;
+  p.bt.cu_q = a.cu_q.data<int32_t>();
+  p.bt.kv_len = a.kv_len.data<int32_t>();
+  p.bt.block_table = a.block_table.data<int32_t>();
+  p.bt.B = static_cast<int>(a.kv_len.dim(0));
+  p.bt.T = static_cast<int>(a.qi.dim(0));
+  p.bt.max_blocks = static_cast<int>(a.block_table.dim(1));
+  p.bt.Bs = Bs;
+  p.bt.P = a.ki_cache.dim(0);
+  p.bt.flag = st.error_flag();
+  p.bt.op = static_cast<int>(hal::OpId::indexer_score);
+  p.qi = a.qi.data<uint16_t>();
+  p.qi_f16 = qd == hal::DType::f16;
+  p.ki = a.ki_cache.data<uint8_t>();
+  p.ki_scale = a.ki_scale.present() ? a.ki_scale.data<float>() : nullptr;
+  p.out = a.block_score.data<float>();
+  p.NQ = a.NQ;
+  p.Hi = Hi;
+  p.Di = Di;
+  p.scale = a.scale;
+  p.pool_lse = a.pool == ops::Pool::lse;
+  if (p.bt.max_blocks == 0 || a.NQ == 0) return true;
+  // About 32 warps per SM, each owning a strided set of KV blocks of its query.
+  const int64_t want_warps = int64_t{st.props().sm_count} * 32;
+  const int64_t warps_per_qb = std::clamp<int64_t>((want_warps + a.NQ - 1) / a.NQ, 1, p.bt.max_blocks);
+  p.splits = static_cast<int>((warps_per_qb + kWarps - 1) / kWarps);
+  const unsigned grid = static_cast<unsigned>(a.NQ * p.splits);
+  const bool fp8 = kd == hal::DType::fp8_e4m3;
+  if (Di == 64) fp8 ? launch<true, 64>(p, grid, st.native()) : launch<false, 64>(p, grid, st.native());
+  else fp8 ? launch<true, 128>(p, grid, st.native()) : launch<false, 128>(p, grid, st.native());
+  MSA_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+}  // namespace msa::cuda
