@@ -4,9 +4,10 @@
 # Installs nothing beyond scripts/install-deps.sh (clang + libclang-rt-14-dev are in it).
 # Fails on any fuzzer crash, hang (-timeout), leak, sanitizer report or test failure.
 #
-#   .ci/hardening.sh                 # everything (a few minutes on 2 cores, builds cached)
+#   .ci/hardening.sh                 # everything
 #   FUZZ_SECONDS=300 .ci/hardening.sh fuzz   # longer fuzzing only
-#   .ci/hardening.sh tsan            # ThreadSanitizer only
+#   .ci/hardening.sh tsan            # ThreadSanitizer only: ~10 min on 2 cores from a
+#                                    # clean build-tsan (build 3.6 min, tests ~6 min)
 #
 # Environment: FUZZ_SECONDS (per target, default 45), JOBS (default nproc),
 # FUZZ_WORK (scratch dir for evolving corpora, default a temp dir, removed at the end).
