@@ -32,6 +32,10 @@ inline constexpr int kTopkMaxBlocks = 32768;
 // CUDA-only: y = x W^T (+ bias) through cuBLAS (kernels/cuda_only/cublas_matmul.cu).
 // Returns false when this dtype is not routed to cuBLAS.
 bool cublas_matmul(hal::Stream&, const ops::MatmulArgs&);
+// CUDA-only: indexer_score on tensor cores for prefill-like batches (many queries per
+// sequence; kernels/cuda_only/indexer_tc.cu). Returns false, launching nothing, on the
+// portable tier and for shapes or dtypes it does not cover.
+bool launch_tc_indexer(hal::Stream&, const ops::IndexerScoreArgs&);
 #endif
 
 }  // namespace msa::MSA_GPU_NS

@@ -251,6 +251,9 @@ void launch(const IndexerParams& p, unsigned grid, cudaStream_t s) {
 void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   if (a.NQ == 0) return;
   auto& st = gpu_stream(s);
+#if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
+  if (launch_tc_indexer(s, a)) return;  // prefill on tensor cores (native tier, bf16/f16 qi)
+#endif
   IndexerParams p;
   p.bt.cu_q = a.cu_q.data<int32_t>();
   p.bt.kv_len = a.kv_len.data<int32_t>();
