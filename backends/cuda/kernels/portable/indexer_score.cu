@@ -16,6 +16,9 @@
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "hal/op_id.h"
+#if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
+#include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
+#endif
 
 namespace msa::MSA_GPU_NS {
 namespace {
@@ -252,6 +255,7 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   if (a.NQ == 0) return;
   auto& st = gpu_stream(s);
 #if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
+  if (launch_mma_decode_indexer(s, a)) return;  // decode (Qb = 1, <= 64 queries) on tensor cores
   if (launch_tc_indexer(s, a)) return;  // prefill on tensor cores (native tier, bf16/f16 qi)
 #endif
   IndexerParams p;
