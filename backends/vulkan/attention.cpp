@@ -1,7 +1,10 @@
 // sparse_block_attention, dense_attention and patch_attention_3d: one workgroup per
 // (query row, head) - or per (row, head, key split) for decode-sized calls - running
 // online softmax over tiles of keys (shaders/attention.comp, shaders/attn_combine.comp,
-// shaders/patch_attention.comp, shaders/attn_core.glsl).
+// shaders/patch_attention.comp, shaders/attn_core.glsl). Sparse attention with Qb = 1
+// (decode) takes the GQA path where the device allows it: one workgroup per (token, KV
+// head, split of the selected tiles) serving the whole query-head group
+// (shaders/attention_gqa.comp), merged by attn_combine.
 #include <algorithm>
 
 #include "backends/vulkan/kernel_util.h"
@@ -23,16 +26,9 @@ std::string check_head_dim(int64_t D) {
 // gets at least about this many workgroups (decode: T * Hq = 64 per sequence).
 constexpr uint64_t kTargetGroups = 1024;
 
-// Shared by the sparse and dense paths (block_idx absent for dense). Long key sets of
-// few rows run as n_split workgroups per row writing f32 partials to the device
-// workspace, merged by attn_combine; otherwise one workgroup per row writes out/lse.
-template <typename Args>
-void paged_attention(hal::Stream& s, const Args& a, const hal::Tensor& block_idx, int Qb, int64_t NQ,
-                     bool shared_mode, hal::OpId op) {
-  const char* name = hal::op_name(op);
-  const bool sparse = block_idx.present();
-  VulkanDevice& dev = device_of(a.q, "q");
-  AttentionPC pc{};
+// The sizes every paged-attention kernel's push constants share, and the scale.
+template <typename PC, typename Args>
+void set_paged_shape(PC& pc, const Args& a, const char* name) {
   pc.T = u32(a.q.dim(0), name, "q");
   pc.Hq = u32(a.q.dim(1), name, "q");
   pc.D = u32(a.q.dim(2), name, "q");
@@ -41,12 +37,134 @@ void paged_attention(hal::Stream& s, const Args& a, const hal::Tensor& block_idx
   pc.Bs = u32(a.k_cache.dim(2), name, "k_cache");
   pc.max_blocks = u32(a.block_table.dim(1), name, "block_table");
   pc.B = u32(a.kv_len.dim(0), name, "kv_len");
+  pc.scale = a.scale;
+}
+
+// Binds the paged-attention inputs (bindings 1..7) and sets their element offsets.
+template <typename PC, typename Args>
+void bind_paged(Launch& l, PC& pc, const Args& a, const hal::Tensor& block_idx) {
+  pc.off_q = l.bind(a.q, "q");
+  pc.off_k = l.bind(a.k_cache, "k_cache");
+  pc.off_v = l.bind(a.v_cache, "v_cache");
+  pc.off_bt = l.bind(a.block_table, "block_table");
+  pc.off_kvlen = l.bind(a.kv_len, "kv_len");
+  pc.off_cuq = l.bind(a.cu_q, "cu_q");
+  pc.off_idx = l.bind(block_idx, "block_idx");
+}
+
+// Records attention kernel `<prefix>_<dt>` over `groups` workgroups writing out / lse
+// (n_split == 1), or `<prefix>_split_<dt>` over groups * n_split workgroups writing f32
+// partials ([rows][n_split][D]) and their LSE to the device workspace, merged by
+// attn_combine in fixed split order. `bind_inputs` binds the kernel's inputs (bindings
+// 1..7); the kernel's push constants `pc` have off_out / off_lse.
+template <typename Args, typename PC, typename Bind>
+void run_attention(hal::Stream& s, const Args& a, const std::string& prefix, PC& pc, const Bind& bind_inputs,
+                   uint64_t rows, uint64_t groups, uint32_t n_split, uint32_t D, uint32_t B, hal::OpId op) {
+  const std::string dt = tag(a.q.dtype);
+  if (n_split == 1) {
+    Launch l(s, prefix + "_" + dt, op);
+    bind_inputs(l);
+    pc.off_out = l.bind(a.out, "out");
+    pc.off_lse = l.bind(a.lse, "lse");
+    // At least one workgroup when there are sequences: workgroup 0 validates cu_q/kv_len.
+    l.run(pc, std::max<uint64_t>(groups, B > 0 ? 1 : 0));
+    return;
+  }
+  const uint64_t o_bytes = rows * n_split * D * sizeof(float);
+  const uint64_t l_bytes = rows * n_split * sizeof(float);
+  const uint64_t l_at = (o_bytes + 255) / 256 * 256;  // >= minStorageBufferOffsetAlignment
+  Allocation* ws = device_of(a.q, "q").workspace(l_at + l_bytes);
+  {
+    Launch l(s, prefix + "_split_" + dt, op);
+    bind_inputs(l);
+    l.bind_raw(ws, o_bytes, 0);
+    l.bind_raw(ws, l_bytes, l_at);
+    pc.off_out = 0;
+    pc.off_lse = 0;
+    l.run(pc, groups * n_split);
+  }
+  AttnCombinePC cp{};
+  Launch c(s, "attn_combine_" + dt, op);
+  c.bind_raw(ws, o_bytes, 0);
+  c.bind_raw(ws, l_bytes, l_at);
+  cp.off_out = c.bind(a.out, "out");
+  cp.off_lse = c.bind(a.lse, "lse");
+  cp.rows = static_cast<uint32_t>(rows);
+  cp.S = n_split;
+  cp.D = D;
+  c.run(cp, rows);
+}
+
+// ---- GQA path of sparse_block_attention (shaders/attention_gqa.comp) ----------------
+constexpr uint32_t kGqaWgs = 128;          // WGS of attention_gqa.comp
+constexpr uint32_t kGqaRows = 16;          // ROWS: largest G
+constexpr uint32_t kGqaShared = 32 << 10;  // shared memory it needs, rounded up
+// Split-KV: enough workgroups to fill a large GPU with a few resident per SM, each taking
+// at least kGqaMinUnits tiles so that the merge stays small next to the K/V read.
+constexpr uint64_t kGqaTargetGroups = 512;
+constexpr uint32_t kGqaMinUnits = 2;
+
+uint32_t gqa_tile_keys(hal::DType t) { return t == hal::DType::f32 ? 16 : 32; }  // TK
+
+// "" when the GQA kernel handles this call, else why not (then attention.comp runs it).
+std::string gqa_unsupported(const ops::SparseAttentionArgs& a) {
+  const Caps& caps = device_of(a.q, "q").caps();
+  if (a.Qb != 1) return "Qb > 1";
+  const int64_t Hq = a.q.dim(1), Hkv = a.k_cache.dim(1), D = a.q.dim(2);
+  if (Hkv <= 0 || Hq % Hkv != 0 || Hq / Hkv > kGqaRows) return "G > 16";
+  if (D <= 0 || D % 8 != 0 || D > 128) return "D not a multiple of 8 up to 128";
+  if (!caps.subgroup_shuffle || caps.subgroup_size < 8 || caps.subgroup_size > kGqaWgs ||
+      kGqaWgs % caps.subgroup_size != 0)
+    return "needs subgroup shuffles with a subgroup size of 8 to 128";
+  if (caps.max_shared < kGqaShared) return "needs 32 KiB of shared memory";
+  if (a.k_cache.offset % 16 != 0 || a.v_cache.offset % 16 != 0) return "K/V views not 16-byte aligned";
+  return "";
+}
+
+void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
+  const char* name = "sparse_block_attention";
+  const hal::OpId op = hal::OpId::sparse_block_attention;
+  AttnGqaPC pc{};
+  set_paged_shape(pc, a, name);
+  pc.G = pc.Hq / pc.Hkv;
+  pc.NQ = u32(a.NQ, name, "NQ");
+  pc.k = u32(a.block_idx.dim(2), name, "block_idx");
+  pc.Hs = a.mode == ops::SelectionMode::shared ? 1 : u32(a.block_idx.dim(1), name, "block_idx");
+  const uint32_t tk = gqa_tile_keys(a.q.dtype);
+  pc.tpb = (pc.Bs + tk - 1) / tk;
+  const uint32_t units = pc.k * pc.tpb;
+  const uint64_t base = uint64_t{pc.T} * pc.Hkv;  // workgroups without a split
+  uint32_t n_split = 1;
+  if (base > 0 && base < kGqaTargetGroups && units > kGqaMinUnits)
+    n_split = static_cast<uint32_t>(std::min<uint64_t>((kGqaTargetGroups + base - 1) / base,
+                                                       (units + kGqaMinUnits - 1) / kGqaMinUnits));
+  pc.per_split = (units + n_split - 1) / n_split;
+  pc.n_split = pc.per_split > 0 ? (units + pc.per_split - 1) / pc.per_split : 1;
+
+  const uint32_t esize = static_cast<uint32_t>(hal::dtype_size(a.q.dtype));
+  auto bind_inputs = [&](Launch& l) {
+    bind_paged(l, pc, a, a.block_idx);
+    pc.off_k = pc.off_k * esize / 16;  // K and V as uvec4: 16-byte aligned (gqa_unsupported)
+    pc.off_v = pc.off_v * esize / 16;
+  };
+  run_attention(s, a, "attention_gqa", pc, bind_inputs, uint64_t{pc.T} * pc.Hq, base, pc.n_split, pc.D, pc.B, op);
+}
+
+// Shared by the sparse and dense paths (block_idx absent for dense). Long key sets of
+// few rows run as n_split workgroups per row writing f32 partials to the device
+// workspace, merged by attn_combine; otherwise one workgroup per row writes out/lse.
+template <typename Args>
+void paged_attention(hal::Stream& s, const Args& a, const hal::Tensor& block_idx, int Qb, int64_t NQ,
+                     bool shared_mode, hal::OpId op) {
+  const char* name = hal::op_name(op);
+  const bool sparse = block_idx.present();
+  AttentionPC pc{};
+  set_paged_shape(pc, a, name);
   pc.Qb = static_cast<uint32_t>(Qb);
   pc.NQ = u32(NQ, name, "NQ");
   pc.k = sparse ? u32(block_idx.dim(2), name, "block_idx") : 0;
   pc.Hs = sparse ? u32(block_idx.dim(1), name, "block_idx") : 0;
   if (sparse && shared_mode) pc.Hs = 1;
-  pc.scale = a.scale;
 
   const uint64_t rows = uint64_t{pc.T} * pc.Hq;
   const uint32_t units = sparse ? pc.k : pc.max_blocks;  // the key set, in split units
@@ -56,49 +174,9 @@ void paged_attention(hal::Stream& s, const Args& a, const hal::Tensor& block_idx
   pc.per_split = n_split > 1 ? (units + n_split - 1) / n_split : units;
   pc.n_split = n_split > 1 ? (units + pc.per_split - 1) / pc.per_split : 1;
 
-  const std::string dt = tag(a.q.dtype);
   const std::string kind = sparse ? "sparse" : "dense";
-  auto bind_inputs = [&](Launch& l) {
-    pc.off_q = l.bind(a.q, "q");
-    pc.off_k = l.bind(a.k_cache, "k_cache");
-    pc.off_v = l.bind(a.v_cache, "v_cache");
-    pc.off_bt = l.bind(a.block_table, "block_table");
-    pc.off_kvlen = l.bind(a.kv_len, "kv_len");
-    pc.off_cuq = l.bind(a.cu_q, "cu_q");
-    pc.off_idx = l.bind(block_idx, "block_idx");
-  };
-  if (pc.n_split == 1) {
-    Launch l(s, "attention_" + kind + "_" + dt, op);
-    bind_inputs(l);
-    pc.off_out = l.bind(a.out, "out");
-    pc.off_lse = l.bind(a.lse, "lse");
-    // At least one workgroup when there are sequences: workgroup 0 validates cu_q/kv_len.
-    l.run(pc, std::max<uint64_t>(rows, pc.B > 0 ? 1 : 0));
-    return;
-  }
-  const uint64_t o_bytes = rows * pc.n_split * pc.D * sizeof(float);
-  const uint64_t l_bytes = rows * pc.n_split * sizeof(float);
-  const uint64_t l_at = (o_bytes + 255) / 256 * 256;  // >= minStorageBufferOffsetAlignment
-  Allocation* ws = dev.workspace(l_at + l_bytes);
-  {
-    Launch l(s, "attention_" + kind + "_split_" + dt, op);
-    bind_inputs(l);
-    l.bind_raw(ws, o_bytes, 0);
-    l.bind_raw(ws, l_bytes, l_at);
-    pc.off_out = 0;
-    pc.off_lse = 0;
-    l.run(pc, rows * pc.n_split);
-  }
-  AttnCombinePC cp{};
-  Launch c(s, "attn_combine_" + dt, op);
-  c.bind_raw(ws, o_bytes, 0);
-  c.bind_raw(ws, l_bytes, l_at);
-  cp.off_out = c.bind(a.out, "out");
-  cp.off_lse = c.bind(a.lse, "lse");
-  cp.rows = static_cast<uint32_t>(rows);
-  cp.S = pc.n_split;
-  cp.D = pc.D;
-  c.run(cp, rows);
+  auto bind_inputs = [&](Launch& l) { bind_paged(l, pc, a, block_idx); };
+  run_attention(s, a, "attention_" + kind, pc, bind_inputs, rows, rows, pc.n_split, pc.D, pc.B, op);
 }
 
 template <typename Args>
@@ -113,6 +191,10 @@ std::string supports_paged(const Args& a, const hal::Tensor& block_idx) {
 }  // namespace
 
 void sparse_block_attention(hal::Stream& s, const ops::SparseAttentionArgs& a) {
+  if (gqa_unsupported(a).empty()) {
+    sparse_gqa(s, a);
+    return;
+  }
   paged_attention(s, a, a.block_idx, a.Qb, a.NQ, a.mode == ops::SelectionMode::shared,
                   hal::OpId::sparse_block_attention);
 }

@@ -61,6 +61,7 @@ Caps query_caps(VkPhysicalDevice pd) {
                                       VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_BALLOT_BIT;
   c.subgroup_ops = (sg.supportedOperations & need) == need &&
                    (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  c.subgroup_shuffle = c.subgroup_ops && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   c.max_storage_range = L.maxStorageBufferRange;
   c.storage_align = L.minStorageBufferOffsetAlignment;
   c.max_shared = L.maxComputeSharedMemorySize;

@@ -19,6 +19,7 @@ struct Caps {
   uint32_t driver_version = 0;
   uint32_t subgroup_size = 0;       // queried, not assumed (8 on lavapipe, 32 on NVIDIA)
   bool subgroup_ops = false;        // basic + vote + arithmetic + ballot in compute
+  bool subgroup_shuffle = false;    // shuffle (subgroupShuffleXor) in compute: the GQA kernels
   uint64_t max_storage_range = 0;   // maxStorageBufferRange: the largest tensor binding
   uint64_t storage_align = 0;       // minStorageBufferOffsetAlignment
   uint32_t max_shared = 0;          // maxComputeSharedMemorySize

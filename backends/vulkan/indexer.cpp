@@ -1,6 +1,8 @@
-// indexer_score (one workgroup per query block x indexer head x KV block) and
-// block_topk (one workgroup per query block x selection head, exact radix select):
-// shaders/indexer_score.comp, shaders/block_topk.comp.
+// indexer_score (one workgroup per query block x KV block serving every indexer head,
+// shaders/indexer_block.comp; or, where the device or shape does not allow it, one
+// workgroup per query block x indexer head x KV block, shaders/indexer_score.comp) and
+// block_topk (one workgroup per query block x selection head, exact radix select,
+// shaders/block_topk.comp).
 #include <algorithm>
 
 #include "backends/vulkan/kernel_util.h"
@@ -10,12 +12,39 @@
 
 namespace msa::vulkan {
 
+namespace {
+
+constexpr uint32_t kBlockWgs = 128;             // WGS of indexer_block.comp
+constexpr uint64_t kBlockTargetGroups = 512;
+constexpr uint64_t kBlockMaxRun = 16;           // MAX_BPW of indexer_block.comp
+
+// "" when indexer_block.comp handles this call, else why not.
+std::string block_unsupported(const ops::IndexerScoreArgs& a) {
+  const Caps& caps = device_of(a.qi, "qi").caps();
+  if (!caps.subgroup_shuffle || caps.subgroup_size < 8 || caps.subgroup_size > kBlockWgs ||
+      kBlockWgs % caps.subgroup_size != 0)
+    return "needs subgroup shuffles with a subgroup size of 8 to 128";
+  const int64_t Di = a.qi.dim(2), Bs = a.ki_cache.dim(1);
+  if (Bs > 128) return "Bs > 128";
+  const int64_t row_bytes = Di * static_cast<int64_t>(hal::dtype_size(a.ki_cache.dtype));
+  if (Di <= 0 || Di > 128 || row_bytes % 16 != 0) return "Di over 128 or key rows not whole 16-byte chunks";
+  if (a.ki_cache.offset % 16 != 0) return "ki_cache view not 16-byte aligned";
+  if (a.NQ * a.block_score.dim(2) >= (int64_t{1} << 32)) return "NQ * max_blocks >= 2^32";
+  return "";
+}
+
+}  // namespace
+
 void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   const char* name = "indexer_score";
   IndexerScorePC pc{};
-  Launch l(s, "indexer_score_" + tag(a.qi.dtype) + "_" + tag(a.ki_cache.dtype), hal::OpId::indexer_score);
+  const bool blk = block_unsupported(a).empty();
+  const std::string variant = tag(a.qi.dtype) + "_" + tag(a.ki_cache.dtype);
+  Launch l(s, (blk ? "indexer_block_" : "indexer_score_") + variant, hal::OpId::indexer_score);
   pc.off_qi = l.bind(a.qi, "qi");
   pc.off_ki = l.bind(a.ki_cache, "ki_cache");
+  // indexer_block.comp reads keys as 16-byte units (fp8 offsets are in bytes).
+  if (blk) pc.off_ki = static_cast<uint32_t>(pc.off_ki * hal::dtype_size(a.ki_cache.dtype) / 16);
   pc.off_kis = l.bind(a.ki_scale, "ki_scale");
   pc.off_bt = l.bind(a.block_table, "block_table");
   pc.off_kvlen = l.bind(a.kv_len, "kv_len");
@@ -35,7 +64,21 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   pc.pool_lse = a.pool == ops::Pool::lse ? 1 : 0;
   pc.scale = a.scale;
   // At least one workgroup when there are sequences: workgroup 0 validates cu_q/kv_len.
-  l.run(pc, std::max<uint64_t>(uint64_t{pc.NQ} * pc.Hi * pc.mb_out, pc.B > 0 ? 1 : 0));
+  const uint64_t min_groups = pc.B > 0 ? 1 : 0;
+  if (!blk) {
+    l.run(pc, std::max<uint64_t>(uint64_t{pc.NQ} * pc.Hi * pc.mb_out, min_groups));
+    return;
+  }
+  // Runs of bpw KV blocks per workgroup: about kBlockTargetGroups workgroups, so that a
+  // large batch or context amortises the batch lookup and overlaps each block's pooling
+  // with the next block's loads, while a small one still spreads over the whole GPU.
+  IndexerBlockPC bp{};
+  bp.base = pc;
+  const uint64_t blocks = uint64_t{pc.NQ} * pc.mb_out;
+  bp.bpw = static_cast<uint32_t>(std::clamp<uint64_t>((blocks + kBlockTargetGroups - 1) / kBlockTargetGroups, 1,
+                                                      kBlockMaxRun));
+  const uint64_t runs = (uint64_t{pc.mb_out} + bp.bpw - 1) / bp.bpw;
+  l.run(bp, std::max<uint64_t>(uint64_t{pc.NQ} * runs, min_groups));
 }
 
 std::string supports_indexer_score(const ops::IndexerScoreArgs& a) {

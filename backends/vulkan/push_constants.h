@@ -16,6 +16,17 @@ struct AttentionPC {
 };
 static_assert(sizeof(AttentionPC) == 24 * 4);
 
+// shaders/attention_gqa.comp (off_k / off_v in 16-byte units)
+struct AttnGqaPC {
+  uint32_t off_q, off_k, off_v, off_bt, off_kvlen, off_cuq, off_idx, off_out, off_lse;
+  uint32_t T, Hq, Hkv, G, D, P, Bs, max_blocks, B, NQ, k, Hs;
+  float scale;
+  uint32_t n_split;    // workgroups per (token, KV head)
+  uint32_t per_split;  // units (tiles of keys) per split
+  uint32_t tpb;        // units per KV block
+};
+static_assert(sizeof(AttnGqaPC) == 25 * 4);
+
 // shaders/attn_combine.comp
 struct AttnCombinePC {
   uint32_t off_opart, off_lpart, off_out, off_lse;
@@ -38,6 +49,13 @@ struct IndexerScorePC {
   float scale;
 };
 static_assert(sizeof(IndexerScorePC) == 20 * 4);
+
+// shaders/indexer_block.comp (off_ki in 16-byte units)
+struct IndexerBlockPC {
+  IndexerScorePC base;
+  uint32_t bpw;  // KV blocks per workgroup
+};
+static_assert(sizeof(IndexerBlockPC) == 21 * 4);
 
 // shaders/block_topk.comp
 struct BlockTopkPC {

@@ -1,0 +1,358 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+// sparse_block_attention with token-level selection (Qb = 1: decode, and prefill with
+// Qb = 1), GQA-shared: one workgroup per (token t, KV head g, split) serves all G <= 16
+// query heads of the group from one read of each selected K/V slab. The selected blocks
+// are cut into tiles of TK keys ("units": block_idx entry x part of the block); a split
+// takes `per_split` consecutive units. Per tile, the workgroup loads K and V with
+// coalesced 16-byte loads (uvec4, issued one tile ahead into registers), stores them to
+// shared memory, computes S = Q K^T (each invocation RPT rows x 1 key), the online
+// softmax in base 2 (each query row owned by 8 invocations of one subgroup, reduced with
+// subgroupShuffleXor: needs a subgroup size >= 8, checked by the host), and O += P V
+// (each invocation 16 output dims of one row). Keys outside the attended set are never
+// loaded (zero-filled), so NaN in cache slack cannot reach an output.
+// SPLIT=1: each workgroup writes its normalised f32 partial and LSE to scratch, merged by
+// attn_combine.comp in fixed split order; SPLIT=0: out and lse directly.
+// A_TYPE: dtype of q, the caches and out. Requires D % 8 == 0, D <= 128, the K/V views
+// 16-byte aligned (host checks; other shapes use attention.comp).
+#define WGS 128
+#include "common.glsl"
+
+layout(push_constant) uniform PushConstants {
+  uint off_q, off_k4, off_v4, off_bt, off_kvlen, off_cuq, off_idx, off_out, off_lse;  // k4, v4: 16-byte units
+  uint T, Hq, Hkv, G, D, P, Bs, max_blocks, B, NQ, k, Hs;
+  float scale;
+  uint n_split;    // workgroups per (token, KV head)
+  uint per_split;  // units (tiles of TK keys) per split
+  uint tpb;        // units per KV block: ceil(Bs / TK)
+} pc;
+
+#if SPLIT
+#define OUT_TYPE DT_F32
+#else
+#define OUT_TYPE A_TYPE
+#endif
+
+layout(std430, binding = 1) readonly buffer QBuf { STORAGE(A_TYPE) q_d[]; };
+layout(std430, binding = 2) readonly buffer KBuf { uvec4 k4[]; };
+layout(std430, binding = 3) readonly buffer VBuf { uvec4 v4[]; };
+layout(std430, binding = 4) readonly buffer BtBuf { int bt_d[]; };
+layout(std430, binding = 5) readonly buffer KvlBuf { int kvlen_d[]; };
+layout(std430, binding = 6) readonly buffer CuqBuf { int cuq_d[]; };
+layout(std430, binding = 7) readonly buffer IdxBuf { int idx_d[]; };
+layout(std430, binding = 8) writeonly buffer OutBuf { STORAGE(OUT_TYPE) out_d[]; };
+layout(std430, binding = 9) writeonly buffer LseBuf { float lse_d[]; };
+
+#define CU_Q(i) cuq_d[pc.off_cuq + (i)]
+#define KV_LEN(i) kvlen_d[pc.off_kvlen + (i)]
+#define SEQ_B pc.B
+#define SEQ_T pc.T
+#include "seq.glsl"
+#include "seq_wg.glsl"
+
+#if A_TYPE == DT_F32
+#define ES 4u
+#define TK 16u
+#else
+#define ES 2u
+#define TK 32u
+#endif
+#define ROWS 16u                   // query rows per workgroup (G <= ROWS)
+#define MAXD 128u
+#define CPR (MAXD * ES / 16u)      // uvec4 per row at MAXD (16 or 32)
+#define KST (CPR + 1u)             // padded K row stride in uvec4 (conflict-free S reads)
+#define PST (TK + 1u)              // padded P row stride in floats
+#define RPT (ROWS * TK / WGS)      // S step: rows per invocation (4 or 2)
+#define KPT (TK / 8u)              // softmax step: keys per invocation (4 or 2)
+#define LOG2E 1.4426950408889634
+#define LN2 0.6931471805599453
+// Tile loads: TK * CPR uvec4 per matrix = 4 per invocation, element lin = tid + i * WGS.
+
+shared vec4 sh_q[ROWS * MAXD / 4u];  // q * scale * log2(e), f32, zero past D and G
+shared uvec4 sh_k[TK * KST];
+shared uvec4 sh_v[TK * CPR];
+shared float sh_p[ROWS * PST];       // scores, then probabilities
+shared uint sh_ubase[WGS];           // unit table: uvec4 index of the unit's first key row
+shared uint sh_un[WGS];              //             its keys (0: contributes nothing)
+
+// 16 bytes -> two vec4 (16-bit types: elements 0-3 and 4-7; f32: lo only).
+void unpack2(uvec4 w, out vec4 lo, out vec4 hi) {
+#if A_TYPE == DT_F32
+  lo = uintBitsToFloat(w);
+  hi = vec4(0.0);
+#elif A_TYPE == DT_BF16
+  lo = vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xffff0000u), uintBitsToFloat(w.y << 16),
+            uintBitsToFloat(w.y & 0xffff0000u));
+  hi = vec4(uintBitsToFloat(w.z << 16), uintBitsToFloat(w.z & 0xffff0000u), uintBitsToFloat(w.w << 16),
+            uintBitsToFloat(w.w & 0xffff0000u));
+#else
+  lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+  hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+#endif
+}
+
+// Loads element i (0..3) of this invocation's share of the tile of unit u (zeros for
+// rows >= its key count and chunks past D).
+#define TILE_LOAD(i, kdst, vdst)                                          \
+  {                                                                       \
+    uint lin_ = tid + (i) * WGS, j_ = lin_ / CPR, ch_ = lin_ % CPR;       \
+    kdst = uvec4(0u);                                                     \
+    vdst = uvec4(0u);                                                     \
+    if (j_ < un_ && ch_ < cpr) {                                          \
+      kdst = k4[pc.off_k4 + ub_ + j_ * cpr + ch_];                        \
+      vdst = v4[pc.off_v4 + ub_ + j_ * cpr + ch_];                        \
+    }                                                                     \
+  }
+#define LOAD_UNIT(u)                                                      \
+  {                                                                       \
+    uint ub_ = sh_ubase[u], un_ = sh_un[u];                               \
+    TILE_LOAD(0u, kr0, vr0)                                               \
+    TILE_LOAD(1u, kr1, vr1)                                               \
+    TILE_LOAD(2u, kr2, vr2)                                               \
+    TILE_LOAD(3u, kr3, vr3)                                               \
+  }
+#define TILE_STORE(i, ksrc, vsrc)                                         \
+  {                                                                       \
+    uint lin_ = tid + (i) * WGS, j_ = lin_ / CPR, ch_ = lin_ % CPR;       \
+    sh_k[j_ * KST + ch_] = ksrc;                                          \
+    sh_v[j_ * CPR + ch_] = vsrc;                                          \
+  }
+
+uint next_unit(uint u, uint nt) {
+  while (u < nt && sh_un[u] == 0u) ++u;
+  return u;
+}
+
+void main() {
+  uint gid = wg_linear();
+  uint tid = gl_LocalInvocationID.x;
+  uint maxkv = pc.max_blocks * pc.Bs;
+  if (gid == 0u && tid == 0u) {
+    if (seq_validate(maxkv, 1u, true) != pc.NQ) flag_error(ERR_NQ);
+  }
+  uint split = gid % pc.n_split, tg = gid / pc.n_split;
+  if (tg >= pc.T * pc.Hkv) return;  // uniform
+  uint t = tg / pc.Hkv, g = tg % pc.Hkv;
+  uint cpr = pc.D * ES / 16u;   // uvec4 per K/V row
+  uint ngr = pc.D / 8u;         // groups of 8 output dims
+  uint gs = pc.Hs == 1u ? 0u : g;
+  uint u0 = split * pc.per_split;
+  uint u1 = min(u0 + pc.per_split, pc.k * pc.tpb);
+
+  // With consistent batch data token t is query block t (Qb = 1): load this split's
+  // first selection entries now, in parallel with the batch lookup (used if it agrees).
+  int spec_c = -1;
+  if (tid < min(WGS, u1 - min(u0, u1)) && t < pc.NQ) spec_c = idx_d[pc.off_idx + (t * pc.Hs + gs) * pc.k + (u0 + tid) / pc.tpb];
+
+  // Invocation roles (by subgroup position, so that the 8 invocations sharing a row in
+  // the softmax step are lanes 8i..8i+7 of one subgroup).
+  uint vt = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+  uint sj = vt % TK, srg = vt / TK;   // S step: key sj, rows srg*RPT ..
+  uint pr = vt / 8u, l8 = vt % 8u;    // softmax / PV: row pr, keys l8 + 8i, dim groups l8, l8 + 8
+
+  for (uint i = tid; i < ROWS * MAXD / 4u; i += WGS) {
+    uint r = i / (MAXD / 4u), d0 = (i % (MAXD / 4u)) * 4u;
+    vec4 x = vec4(0.0);
+    if (r < pc.G) {
+      uint qo = pc.off_q + (t * pc.Hq + g * pc.G + r) * pc.D;
+      [[unroll]] for (uint e = 0u; e < 4u; ++e)
+        if (d0 + e < pc.D) x[e] = LD(A_TYPE, q_d, qo + d0 + e) * (pc.scale * LOG2E);
+    }
+    sh_q[i] = x;
+  }
+
+  float m_run = NEG_INF, l_run = 0.0;
+  vec4 o0 = vec4(0.0), o1 = vec4(0.0), o2 = vec4(0.0), o3 = vec4(0.0);  // dims of groups l8 (o0, o1), l8 + 8 (o2, o3)
+
+  SeqLookup lk = wg_seq_lookup(t, true, maxkv, 1u);  // uniform; its barriers publish sh_q
+  uint b = lk.b, pos = 0u, qb = 0u, nblk = 0u;
+  bool ok = lk.found && pc.B > 0u;
+  if (ok) {
+    pos = uint(lk.s.pos0 + (int(t) - lk.s.q0));
+    nblk = (uint(lk.s.kvl) + pc.Bs - 1u) / pc.Bs;
+    qb = lk.qb0 + (int(t) - lk.s.q0);  // Qb = 1: one query block per token
+    ok = qb < pc.NQ;
+  }
+  if (ok) {  // uniform
+    uint s_lim = pos + 1u;  // causal: tokens s <= pos (pos < kv_len)
+    uint sel = pc.off_idx + (qb * pc.Hs + gs) * pc.k;
+    for (uint cb = u0; cb < u1; cb += WGS) {
+      uint nt = min(WGS, u1 - cb);
+      barrier();  // earlier readers of the unit table and the tiles are done
+      if (tid < nt) {
+        uint u = cb + tid, e = u / pc.tpb, part = u % pc.tpb;
+        int c = (cb == u0 && qb == t) ? spec_c : idx_d[sel + e];
+        uint n = 0u, base = 0u;
+        // Padding (-1) and entries outside the sequence contribute nothing.
+        if (c >= 0 && uint(c) < nblk && uint(c) * pc.Bs <= pos) {
+          int page = bt_d[pc.off_bt + b * pc.max_blocks + uint(c)];
+          if (page < 0 || uint(page) >= pc.P) {
+            flag_error(ERR_BLOCK_TABLE);
+          } else {
+            uint key0 = uint(c) * pc.Bs + part * TK;
+            uint kend = min(uint(c) * pc.Bs + pc.Bs, s_lim);
+            if (key0 < kend) {
+              n = min(TK, kend - key0);
+              base = ((uint(page) * pc.Hkv + g) * pc.Bs + part * TK) * cpr;
+            }
+          }
+        }
+        sh_ubase[tid] = base;
+        sh_un[tid] = n;
+      }
+      barrier();
+      uvec4 kr0, kr1, kr2, kr3, vr0, vr1, vr2, vr3;  // the next tile, in flight
+      uint cur = next_unit(0u, nt);
+      if (cur < nt) LOAD_UNIT(cur)
+      while (cur < nt) {
+        barrier();  // the previous tile's readers are done
+        TILE_STORE(0u, kr0, vr0)
+        TILE_STORE(1u, kr1, vr1)
+        TILE_STORE(2u, kr2, vr2)
+        TILE_STORE(3u, kr3, vr3)
+        uint n = sh_un[cur];
+        barrier();
+        uint nxt = next_unit(cur + 1u, nt);
+        if (nxt < nt) LOAD_UNIT(nxt)  // in flight during this tile's math
+
+        // ---- S = Q K^T: key sj, rows srg*RPT .. srg*RPT + RPT - 1 ----
+        {
+          vec4 acc = vec4(0.0);  // rows srg*RPT + 0 .. 3 (f32: 0 .. 1)
+          uint qrow = srg * RPT * (MAXD / 4u);
+          [[unroll]] for (uint ch = 0u; ch < CPR; ++ch) {
+            if (ch < cpr) {
+              vec4 klo, khi;
+              unpack2(sh_k[sj * KST + ch], klo, khi);
+#if A_TYPE == DT_F32
+              uint qc = qrow + ch;
+              acc.x += dot(sh_q[qc], klo);
+              acc.y += dot(sh_q[qc + MAXD / 4u], klo);
+#else
+              uint qc = qrow + 2u * ch;
+              acc.x += dot(sh_q[qc], klo) + dot(sh_q[qc + 1u], khi);
+              acc.y += dot(sh_q[qc + MAXD / 4u], klo) + dot(sh_q[qc + MAXD / 4u + 1u], khi);
+              acc.z += dot(sh_q[qc + MAXD / 2u], klo) + dot(sh_q[qc + MAXD / 2u + 1u], khi);
+              acc.w += dot(sh_q[qc + 3u * MAXD / 4u], klo) + dot(sh_q[qc + 3u * MAXD / 4u + 1u], khi);
+#endif
+            }
+          }
+          bool kv = sj < n;
+          uint pb = srg * RPT * PST + sj;
+          sh_p[pb] = kv ? acc.x : NEG_INF;
+          sh_p[pb + PST] = kv ? acc.y : NEG_INF;
+#if A_TYPE != DT_F32
+          sh_p[pb + 2u * PST] = kv ? acc.z : NEG_INF;
+          sh_p[pb + 3u * PST] = kv ? acc.w : NEG_INF;
+#endif
+        }
+        barrier();
+
+        // ---- online softmax (base 2) of row pr over this tile ----
+        float alpha;
+        {
+          uint pb = pr * PST + l8;
+          vec4 sv = vec4(sh_p[pb], sh_p[pb + 8u], NEG_INF, NEG_INF);
+#if A_TYPE != DT_F32
+          sv.z = sh_p[pb + 16u];
+          sv.w = sh_p[pb + 24u];
+#endif
+          float mt = max(max(sv.x, sv.y), max(sv.z, sv.w));
+          mt = max(mt, subgroupShuffleXor(mt, 4u));
+          mt = max(mt, subgroupShuffleXor(mt, 2u));
+          mt = max(mt, subgroupShuffleXor(mt, 1u));
+          float m_new = max(m_run, mt);  // finite: key 0 of a unit is always attended
+          alpha = m_run == NEG_INF ? 0.0 : exp2(m_run - m_new);
+          vec4 pv = vec4(sv.x == NEG_INF ? 0.0 : exp2(sv.x - m_new), sv.y == NEG_INF ? 0.0 : exp2(sv.y - m_new),
+                         sv.z == NEG_INF ? 0.0 : exp2(sv.z - m_new), sv.w == NEG_INF ? 0.0 : exp2(sv.w - m_new));
+          sh_p[pb] = pv.x;
+          sh_p[pb + 8u] = pv.y;
+#if A_TYPE != DT_F32
+          sh_p[pb + 16u] = pv.z;
+          sh_p[pb + 24u] = pv.w;
+#endif
+          float ps = (pv.x + pv.y) + (pv.z + pv.w);
+          ps += subgroupShuffleXor(ps, 4u);
+          ps += subgroupShuffleXor(ps, 2u);
+          ps += subgroupShuffleXor(ps, 1u);
+          l_run = l_run * alpha + ps;
+          m_run = m_new;
+        }
+        barrier();
+
+        // ---- O = O * alpha + P V: row pr, dim groups l8 and l8 + 8 ----
+        o0 *= alpha;
+        o1 *= alpha;
+        o2 *= alpha;
+        o3 *= alpha;
+        uint prow = pr * PST;
+#if A_TYPE == DT_F32
+        // A group of 8 dims is two uvec4 of V.
+        [[unroll]] for (uint j = 0u; j < TK; ++j) {
+          float p = sh_p[prow + j];
+          o0 += p * uintBitsToFloat(sh_v[j * CPR + 2u * l8]);
+          o1 += p * uintBitsToFloat(sh_v[j * CPR + 2u * l8 + 1u]);
+        }
+        if (l8 + 8u < ngr) {
+          [[unroll]] for (uint j = 0u; j < TK; ++j) {
+            float p = sh_p[prow + j];
+            o2 += p * uintBitsToFloat(sh_v[j * CPR + 2u * l8 + 16u]);
+            o3 += p * uintBitsToFloat(sh_v[j * CPR + 2u * l8 + 17u]);
+          }
+        }
+#else
+        [[unroll]] for (uint j = 0u; j < TK; ++j) {
+          float p = sh_p[prow + j];
+          vec4 lo, hi;
+          unpack2(sh_v[j * CPR + l8], lo, hi);
+          o0 += p * lo;
+          o1 += p * hi;
+        }
+        if (l8 + 8u < ngr) {
+          [[unroll]] for (uint j = 0u; j < TK; ++j) {
+            float p = sh_p[prow + j];
+            vec4 lo, hi;
+            unpack2(sh_v[j * CPR + l8 + 8u], lo, hi);
+            o2 += p * lo;
+            o3 += p * hi;
+          }
+        }
+#endif
+        cur = nxt;
+      }
+    }
+  }
+
+  // ---- results of row pr (this invocation: dim groups l8, l8 + 8) ----
+  if (pr < pc.G) {
+    uint row = t * pc.Hq + g * pc.G + pr;
+    bool any = l_run > 0.0;
+    float inv = any ? 1.0 / l_run : 0.0;
+#if SPLIT
+    uint ob = pc.off_out + (row * pc.n_split + split) * pc.D;
+    uint lb = pc.off_lse + row * pc.n_split + split;
+#else
+    uint ob = pc.off_out + row * pc.D;
+    uint lb = pc.off_lse + row;
+#endif
+    o0 *= inv;
+    o1 *= inv;
+    o2 *= inv;
+    o3 *= inv;
+    if (l8 < ngr) {
+      uint d = ob + l8 * 8u;
+      ST(OUT_TYPE, out_d, d, o0.x); ST(OUT_TYPE, out_d, d + 1u, o0.y);
+      ST(OUT_TYPE, out_d, d + 2u, o0.z); ST(OUT_TYPE, out_d, d + 3u, o0.w);
+      ST(OUT_TYPE, out_d, d + 4u, o1.x); ST(OUT_TYPE, out_d, d + 5u, o1.y);
+      ST(OUT_TYPE, out_d, d + 6u, o1.z); ST(OUT_TYPE, out_d, d + 7u, o1.w);
+    }
+    if (l8 + 8u < ngr) {
+      uint d = ob + (l8 + 8u) * 8u;
+      ST(OUT_TYPE, out_d, d, o2.x); ST(OUT_TYPE, out_d, d + 1u, o2.y);
+      ST(OUT_TYPE, out_d, d + 2u, o2.z); ST(OUT_TYPE, out_d, d + 3u, o2.w);
+      ST(OUT_TYPE, out_d, d + 4u, o3.x); ST(OUT_TYPE, out_d, d + 5u, o3.y);
+      ST(OUT_TYPE, out_d, d + 6u, o3.z); ST(OUT_TYPE, out_d, d + 7u, o3.w);
+    }
+    if (l8 == 0u) lse_d[lb] = any ? (m_run + log2(l_run)) * LN2 : NEG_INF;
+  }
+}
