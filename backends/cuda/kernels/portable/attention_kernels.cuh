@@ -133,6 +133,30 @@ struct DenseSrc {
   }
 };
 
+// Token-chunk slot `slot` of a dense call: chunks of up to tpc tokens, sequence by
+// sequence (a sequence without queries has none); b = -1 past the last chunk.
+struct ChunkLoc {
+  int b = -1;
+  int chunk = 0;
+  Seq s;
+};
+__device__ __forceinline__ ChunkLoc locate_chunk(const Batch& bt, int64_t slot, int tpc) {
+  ChunkLoc r;
+  int64_t acc = 0;
+  for (int i = 0; i < bt.B; ++i) {
+    const Seq s = load_seq(bt, i, false);
+    const int n = s.ok ? (s.qlen + tpc - 1) / tpc : 0;
+    if (slot < acc + n) {
+      r.b = i;
+      r.chunk = static_cast<int>(slot - acc);
+      r.s = s;
+      return r;
+    }
+    acc += n;
+  }
+  return r;
+}
+
 // grid: chunk slots (ceil(T / tpc) + B) x Hkv x splits; a chunk is up to tpc tokens of
 // one sequence.
 template <int DT, int DP, class Core>
@@ -148,20 +172,9 @@ __global__ void __launch_bounds__(kAttnThreads) dense_kernel(DenseParams p) {
     for (int b = threadIdx.x; b < p.bt.B; b += blockDim.x) load_seq(p.bt, b);
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
   const Batch bt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
-  int b = -1, chunk = 0;
-  Seq sq;
-  int64_t acc = 0;
-  for (int i = 0; i < bt.B; ++i) {
-    const Seq s = load_seq(bt, i, false);
-    const int n = s.ok ? (s.qlen + p.tpc - 1) / p.tpc : 0;
-    if (slot < acc + n) {
-      b = i;
-      chunk = static_cast<int>(slot - acc);
-      sq = s;
-      break;
-    }
-    acc += n;
-  }
+  const ChunkLoc loc = locate_chunk(bt, slot, p.tpc);
+  const int b = loc.b, chunk = loc.chunk;
+  const Seq sq = loc.s;
   if (b < 0) return;
   int64_t* row_id = attn_row_id<L>(smem);
   int* row_lim = attn_row_lim<L>(smem);
@@ -251,9 +264,17 @@ namespace msa::MSA_GPU_NS {
 bool launch_tc_sparse(Stream& st, const SparseParams& p, unsigned grid, hal::DType dt);
 bool launch_tc_dense(Stream& st, const DenseParams& p, unsigned grid, hal::DType dt);
 bool launch_tc_patch(Stream& st, const PatchParams& p, unsigned grid, hal::DType dt);
+// Decode-sized calls (kernels/cuda_only/decode_attention.cu: mma.sync, cp.async pipeline,
+// split-KV merged by the last block): launch and return true, or return false (portable
+// tier, f32, shapes they do not cover) so the caller runs the kernels above. `p` needs
+// everything but S / o.part_*: the launcher picks its own splits and workspace.
+bool launch_decode_sparse(Stream& st, const SparseParams& p, hal::DType dt);
+bool launch_decode_dense(Stream& st, const DenseParams& p, hal::DType dt);
 #else
 inline bool launch_tc_sparse(Stream&, const SparseParams&, unsigned, hal::DType) { return false; }
 inline bool launch_tc_dense(Stream&, const DenseParams&, unsigned, hal::DType) { return false; }
 inline bool launch_tc_patch(Stream&, const PatchParams&, unsigned, hal::DType) { return false; }
+inline bool launch_decode_sparse(Stream&, const SparseParams&, hal::DType) { return false; }
+inline bool launch_decode_dense(Stream&, const DenseParams&, hal::DType) { return false; }
 #endif
 }  // namespace msa::MSA_GPU_NS

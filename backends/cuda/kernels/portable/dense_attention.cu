@@ -34,13 +34,14 @@ void dense_attention(hal::Stream& s, const ops::DenseAttentionArgs& a) {
   p.es = static_cast<int>(hal::dtype_size(a.q.dtype));
   p.tpc = std::max(1, kRows / p.G);
   p.scale = a.scale;
+  p.o.out = a.out.data<void>();
+  p.o.lse = a.lse.data<float>();
+  if (launch_decode_dense(st, p, a.q.dtype)) return;  // CUDA native tier, decode-sized calls
   const int64_t slots = (T + p.tpc - 1) / p.tpc + p.bt.B;
   const int64_t rows = T * Hq;
   const int64_t base = ((T + p.tpc - 1) / p.tpc) * p.Hkv;
   p.S = choose_splits(base, p.bt.max_blocks, rows, D, st.props());
   p.bps = (p.bt.max_blocks + p.S - 1) / p.S;
-  p.o.out = a.out.data<void>();
-  p.o.lse = a.lse.data<float>();
   if (p.S > 1) split_buffers(st, p.S, rows, D, p.o);
   const unsigned grid = static_cast<unsigned>(slots * p.Hkv * p.S);
   MSA_DISPATCH_ACT(a.q.dtype, DT, {

@@ -42,11 +42,12 @@ void sparse_block_attention(hal::Stream& s, const ops::SparseAttentionArgs& a) {
   p.tpc = std::max(1, kRows / p.G);
   p.nrc = static_cast<int>((std::min<int64_t>(a.Qb, T) + p.tpc - 1) / p.tpc);
   p.scale = a.scale;
+  p.o.out = a.out.data<void>();
+  p.o.lse = a.lse.data<float>();
+  if (launch_decode_sparse(st, p, a.q.dtype)) return;  // CUDA native tier, decode-sized calls
   const int64_t rows = T * Hq;
   const int64_t base = a.NQ * p.Hkv * p.nrc;
   p.S = choose_splits(base, p.k, rows, D, st.props());
-  p.o.out = a.out.data<void>();
-  p.o.lse = a.lse.data<float>();
   if (p.S > 1) split_buffers(st, p.S, rows, D, p.o);
   const unsigned grid = static_cast<unsigned>(base * p.S);
   MSA_DISPATCH_ACT(a.q.dtype, DT, {
