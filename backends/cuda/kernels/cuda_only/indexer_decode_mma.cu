@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstdlib>
+#include <string>
 
 #include "backends/cuda/check.h"
 #include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
@@ -210,8 +211,10 @@ bool launch_mma_decode_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   const int Di = static_cast<int>(a.qi.dim(2)), Hi = static_cast<int>(a.qi.dim(1)), Bs = static_cast<int>(a.ki_cache.dim(1));
   const bool keys_ok = (kd == hal::DType::fp8_e4m3 && (qd == hal::DType::bf16 || qd == hal::DType::f16)) ||
                        (kd == hal::DType::bf16 && qd == hal::DType::bf16);
-  // Decode-like: Qb = 1 and few queries (prefill goes to the tile kernels).
-  if (!st.props().native_tier || st.props().cc_major < 8 || std::getenv("MSA_CUDA_NO_MMA_INDEXER") != nullptr ||
+  // Opt-in until it has run the cross-check on a GPU (see the header). Decode-like: Qb = 1
+  // and few queries (prefill goes to the tile kernels).
+  const char* on = std::getenv("MSA_CUDA_MMA_INDEXER");
+  if (on == nullptr || std::string(on) != "1" || !st.props().native_tier || st.props().cc_major < 8 ||
       !keys_ok || a.Qb != 1 || a.qi.dim(0) > 64 || Hi > 8 || (Di != 64 && Di != 128) || Bs % 16 != 0)
     return false;
   Params p;
