@@ -1,5 +1,5 @@
 // CUDA-only decode attention (sparse_block_attention and dense_attention with few query
-// tokens, bf16/f16, head dim 64 or 128) on the native tier (sm_80+).
+// tokens, bf16/f16, head dim a multiple of 16 up to 128) on the native tier (sm_80+).
 //
 // One thread block (4 warps) serves one (query block or token chunk, KV head, split): its
 // up to 16 query rows (the GQA group of one token, or a few tokens x a small group) are the
@@ -18,7 +18,7 @@
 // no memset and no allocation per call and the launch is graph-capturable.
 //
 // Entry points return false (nothing launched) where the portable/wmma kernels must run
-// instead: portable tier, f32, head dim other than 64/128, k > 128, more than kDecMaxT tokens,
+// instead: portable tier, f32, unsupported head dim, k > 128, more than kDecMaxT tokens,
 // misaligned views, no counter slot left, or MSA_CUDA_DECODE=0 in the environment.
 #include <algorithm>
 #include <cstdlib>
@@ -52,7 +52,7 @@ struct DecParams {
   const int32_t* bidx = nullptr;  // sparse: [NQ][Hs][k]
   int64_t NQ = 0;
   int Qb = 1, Hq = 1, Hkv = 1, G = 1, D = 0, k = 0, Hs = 1;
-  int tpc = 1, nrc = 1, S = 1, tpb_log2 = 0;  // tiles per KV block: 1 << tpb_log2
+  int tpc = 1, nrc = 1, S = 1, tpb = 1;
   int guess_b = 0;  // sparse: NQ == B, so query block qb is probably sequence qb
   int slot = 0;     // counter slot (S > 1)
   float scale_log2 = 1.0f;
@@ -222,12 +222,11 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   for (int r = 0; r < 16; ++r) max_lim = max(max_lim, s_row_lim[r]);
 
   // ---- this split's tiles [u0, u1) (tile u: block entry u / tpb, part u % tpb) ----
-  const int tsh = p.tpb_log2;  // tiles per block = 1 << tsh
-  const int ntiles_all = kDense ? (max_lim / Bs + 1) << tsh : p.k << tsh;
+  const int ntiles_all = kDense ? (max_lim / Bs + 1) * p.tpb : p.k * p.tpb;
   const int per = (ntiles_all + p.S - 1) / p.S;
   const int u0 = min(ntiles_all, split * per), u1 = min(ntiles_all, u0 + per);
   const int nt = u1 - u0;
-  const int cb0 = u0 >> tsh, cb1 = (u1 + (1 << tsh) - 1) >> tsh;  // entries / blocks touched
+  const int cb0 = u0 / p.tpb, cb1 = (u1 + p.tpb - 1) / p.tpb;  // entries / blocks touched
   int next_raw = -1;                                            // dense: page ids of the ring chunk after next
   if constexpr (!kDense) {
     if (tid < p.k) {
@@ -251,8 +250,8 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
 
   const uint32_t sbase = smem_u32(smem);
   constexpr int CPR = DP / 8;  // 16-byte chunks per row slot
-  constexpr int dch = DP / 8, dsteps = DP / 16;  // the head dim is DP exactly (64 or 128)
-  constexpr int64_t rowbytes = int64_t{DP} * 2;
+  const int dch = p.D / 8, dsteps = p.D / 16;
+  const int64_t rowbytes = int64_t{p.D} * 2;
 
   constexpr int KSTEP = kDecThreads / CPR, NCP = kDecBK / KSTEP;  // keys apart, chunks per thread
   static_assert(KSTEP % 8 == 0 && NCP * KSTEP == kDecBK, "copy mapping keeps the swizzle");
@@ -262,7 +261,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   const uint32_t soff_t = key_t * L::ROWB + ((ch_t ^ (key_t & 7)) << 4);
   auto issue = [&](int iu) {
     if (iu < nt) {
-      const int u = u0 + iu, j = u >> tsh, part = u & ((1 << tsh) - 1);
+      const int u = u0 + iu, j = u / p.tpb, part = u % p.tpb;
       int c, pg;
       if constexpr (kDense) {
         const int lj = j - cb0;
@@ -343,8 +342,8 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
       // The tile about to be issued starts ring chunk ch >= 2: chunk ch - 2's slot is free.
       const int iu = it + kDecStages - 1;
       if (iu < nt) {
-        const int u = u0 + iu, lj = (u >> tsh) - cb0;
-        if ((u & ((1 << tsh) - 1)) == 0 && lj >= 2 * kDecThreads && lj % kDecThreads == 0) {
+        const int u = u0 + iu, lj = u / p.tpb - cb0;
+        if (u % p.tpb == 0 && lj >= 2 * kDecThreads && lj % kDecThreads == 0) {
           const int chn = lj / kDecThreads;
           const int cn = cb0 + (chn + 1) * kDecThreads + tid;
           s_page[chn & 1][tid] = (cb0 + lj + tid < cb1) ? checked_page(p.bt, next_raw) : -1;
@@ -499,7 +498,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   // Thread tid writes row tid / 8, dims [SEG * (tid % 8), + SEG) in float4 steps.
   constexpr int SEG = DP / 8;
   static_assert(kDecThreads == 16 * 8 && SEG % 4 == 0, "output mapping");
-  constexpr int D = DP;
+  const int D = p.D;
   const bool split_mode = p.S > 1;
   const int orow = tid >> 3, d0 = (tid & 7) * SEG;
   const int64_t oid = s_row_id[orow];
@@ -647,7 +646,7 @@ bool decode_ok(const Stream& st, hal::DType dt, int D, int T, const void* q, con
                const void* out) {
   if (!decode_enabled() || !st.props().native_tier || st.props().cc_major < 8) return false;
   if (dt != hal::DType::bf16 && dt != hal::DType::f16) return false;
-  if ((D != 64 && D != 128) || T <= 0 || T > kDecMaxT) return false;
+  if (D <= 0 || D > 128 || D % 16 != 0 || T <= 0 || T > kDecMaxT) return false;
   const auto a16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   return a16(q) && a16(kc) && a16(vc) && a16(out);
 }
@@ -706,10 +705,10 @@ bool launch_decode(Stream& st, DecParams& p, hal::DType dt, int64_t groups) {
   using D64 = std::integral_constant<int, 64>;
   using D128 = std::integral_constant<int, 128>;
   if (dt == hal::DType::bf16) {
-    if (p.D == 64) go(BF{}, D64{});
+    if (p.D <= 64) go(BF{}, D64{});
     else go(BF{}, D128{});
   } else {
-    if (p.D == 64) go(HF{}, D64{});
+    if (p.D <= 64) go(HF{}, D64{});
     else go(HF{}, D128{});
   }
   MSA_CUDA_CHECK_LAUNCH();
@@ -729,7 +728,7 @@ DecParams decode_params(const OpParams& a) {
   p.G = a.G;
   p.D = a.D;
   p.tpc = a.tpc;
-  while ((kDecBK << p.tpb_log2) < a.bt.Bs) ++p.tpb_log2;  // blocks of up to 64 << tpb_log2 keys
+  p.tpb = (a.bt.Bs + kDecBK - 1) / kDecBK;
   p.scale_log2 = a.scale * 1.4426950408889634f;
   p.o.out = a.o.out;
   p.o.lse = a.o.lse;
@@ -750,7 +749,7 @@ bool launch_decode_sparse(Stream& st, const SparseParams& sp, hal::DType dt) {
   p.nrc = sp.nrc;
   p.guess_b = sp.NQ == sp.bt.B ? 1 : 0;
   const int64_t groups = sp.NQ * sp.Hkv * sp.nrc;
-  p.S = decode_splits(groups, int64_t{sp.k} << p.tpb_log2, st.props());
+  p.S = decode_splits(groups, int64_t{sp.k} * p.tpb, st.props());
   return launch_decode<false>(st, p, dt, groups);
 }
 
@@ -760,7 +759,7 @@ bool launch_decode_dense(Stream& st, const DenseParams& dp, hal::DType dt) {
   // (sequence, chunk) pairs: sum over b of ceil(q_len[b] / tpc) <= (T + B (tpc - 1)) / tpc.
   const int64_t slots = (int64_t{dp.bt.T} + int64_t{dp.bt.B} * (dp.tpc - 1)) / dp.tpc;
   const int64_t groups = slots * dp.Hkv;
-  p.S = decode_splits(groups, int64_t{dp.bt.max_blocks} << p.tpb_log2, st.props());
+  p.S = decode_splits(groups, int64_t{dp.bt.max_blocks} * p.tpb, st.props());
   return launch_decode<true>(st, p, dt, groups);
 }
 
