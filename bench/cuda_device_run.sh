@@ -66,7 +66,7 @@ if has bench; then
   say "msa-bench decode (L = 32K, 128K, 1M; batch 1, 8)"
   FILTER=${MSA_BENCH_FILTER:-'T=(1|8) q=.*kv=\[(8 x )?(32768|131072|1048576)|q=\[8192] kv=\[32768]'}
   timeout 150 build-gpu/bench/msa-bench --backend=cuda --benchmark_filter="$FILTER" \
-    --benchmark_min_time=0.05s --benchmark_out="$OUT/bench.json" --benchmark_out_format=json > "$OUT/bench.log" 2>&1
+    --benchmark_min_time=0.05 --benchmark_out="$OUT/bench.json" --benchmark_out_format=json > "$OUT/bench.log" 2>&1
   SUMMARY+=("bench rc=$?")
   grep -vE "^\s*$" "$OUT/bench.log" | cut -c1-230 | tail -60 >> "$LOG"
 fi
