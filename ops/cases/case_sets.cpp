@@ -224,6 +224,31 @@ void add_full_selection(CaseList& c) {
     p.scale = 0.05f;
     c.push_back(indexer_score_case(p));
   }
+  // Prefill shapes of the CUDA tensor-core indexer (T >= 8 B; 64-token tiles at Hi = 4):
+  // the reference sizes (Hi = 4, Di = 128, Bs = 128), fp8 keys with scales, f16 queries
+  // on fp8 keys, Qb above the tile, Bs = 256, lse pooling, shared selection.
+  {
+    const Lens pre{{260, 130}, {1100, 600}};
+    auto tc = [&](int Qb, int Bs, DType qt, SelectionMode m = SelectionMode::per_kv_head) {
+      AttnParams p = attn(pre, 8, 4, 64, Bs, Qb, 0, qt, m);
+      p.Di = 128;
+      return p;
+    };
+    c.push_back(indexer_score_case(tc(1, 128, kBF16)));
+    AttnParams p = tc(1, 128, kBF16);
+    p.ki_dtype = kFP8;
+    p.ki_scale = true;
+    c.push_back(indexer_score_case(p));
+    p = tc(1, 128, kF16);
+    p.ki_dtype = kFP8;
+    c.push_back(indexer_score_case(p));
+    c.push_back(indexer_score_case(tc(128, 128, kBF16)));
+    c.push_back(indexer_score_case(tc(1, 256, kBF16)));
+    p = tc(1, 128, kBF16);
+    p.pool = Pool::lse;
+    c.push_back(indexer_score_case(p));
+    c.push_back(indexer_score_case(tc(1, 128, kBF16, SelectionMode::shared)));
+  }
   // block_topk: Qb, Bs, n_sink, n_local, k, modes, batches, special scores on and off.
   const Lens long_batch{{64, 1, 0, 200}, {1000, 700, 50, 1300}};
   for (int Qb : {1, 64, 128})
