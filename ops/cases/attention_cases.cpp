@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 
+#include "ops/cases/attention_args.h"
 #include "ops/cases/attn_common.h"
 #include "ops/ops.h"
 
@@ -205,21 +206,7 @@ class SparseCase : public Case {
     return d;
   }
   Launch bind(hal::Device& dev, const Bound& t) const override {
-    ops::SparseAttentionArgs a;
-    a.q = t("q");
-    a.k_cache = t("k_cache");
-    a.v_cache = t("v_cache");
-    a.block_table = t("block_table");
-    a.kv_len = t("kv_len");
-    a.cu_q = t("cu_q");
-    a.Qb = p_.Qb;
-    a.NQ = batch_.NQ();
-    a.mode = p_.mode;
-    a.block_idx = t("block_idx");
-    a.scale = p_.scale;
-    a.out = t("out");
-    a.lse = t("lse");
-    return make_launch(dev, op(), a, &ops::sparse_block_attention);
+    return make_launch(dev, op(), sparse_args(p_, batch_, t), &ops::sparse_block_attention);
   }
 
  private:
@@ -259,17 +246,7 @@ class DenseCase : public Case {
     return d;
   }
   Launch bind(hal::Device& dev, const Bound& t) const override {
-    ops::DenseAttentionArgs a;
-    a.q = t("q");
-    a.k_cache = t("k_cache");
-    a.v_cache = t("v_cache");
-    a.block_table = t("block_table");
-    a.kv_len = t("kv_len");
-    a.cu_q = t("cu_q");
-    a.scale = p_.scale;
-    a.out = t("out");
-    a.lse = t("lse");
-    return make_launch(dev, op(), a, &ops::dense_attention);
+    return make_launch(dev, op(), dense_args(p_, t), &ops::dense_attention);
   }
 
  private:
@@ -345,44 +322,9 @@ class MsaLayerCase : public Case {
     return d;
   }
   Launch bind(hal::Device& dev, const Bound& t) const override {
-    ops::IndexerScoreArgs ia;
-    ia.qi = t("qi");
-    ia.ki_cache = t("ki_cache");
-    ia.ki_scale = t("ki_scale");
-    ia.block_table = t("block_table");
-    ia.kv_len = t("kv_len");
-    ia.cu_q = t("cu_q");
-    ia.Qb = p_.Qb;
-    ia.NQ = batch_.NQ();
-    ia.mode = p_.mode;
-    ia.pool = p_.pool;
-    ia.block_score = t("block_score");
-    ops::BlockTopkArgs ta;
-    ta.block_score = t("block_score");
-    ta.kv_len = t("kv_len");
-    ta.cu_q = t("cu_q");
-    ta.Qb = p_.Qb;
-    ta.NQ = batch_.NQ();
-    ta.Bs = p_.Bs;
-    ta.k = p_.k;
-    ta.n_sink = p_.n_sink;
-    ta.n_local = p_.n_local;
-    ta.block_idx = t("block_idx");
-    ta.block_cnt = t("block_cnt");
-    ops::SparseAttentionArgs sa;
-    sa.q = t("q");
-    sa.k_cache = t("k_cache");
-    sa.v_cache = t("v_cache");
-    sa.block_table = t("block_table");
-    sa.kv_len = t("kv_len");
-    sa.cu_q = t("cu_q");
-    sa.Qb = p_.Qb;
-    sa.NQ = batch_.NQ();
-    sa.mode = p_.mode;
-    sa.block_idx = t("block_idx");
-    sa.scale = p_.scale;
-    sa.out = t("out");
-    sa.lse = t("lse");
+    const ops::IndexerScoreArgs ia = indexer_args(p_, batch_, t);
+    const ops::BlockTopkArgs ta = topk_args(p_, batch_, t);
+    const ops::SparseAttentionArgs sa = sparse_args(p_, batch_, t);
     Launch l1 = make_launch(dev, hal::OpId::indexer_score, ia, &ops::indexer_score);
     Launch l2 = make_launch(dev, hal::OpId::block_topk, ta, &ops::block_topk);
     Launch l3 = make_launch(dev, hal::OpId::sparse_block_attention, sa, &ops::sparse_block_attention);
@@ -398,17 +340,8 @@ class MsaLayerCase : public Case {
             }};
   }
   Launch bind_baseline(hal::Device& dev, const Bound& t) const override {
-    ops::DenseAttentionArgs a;
-    a.q = t("q");
-    a.k_cache = t("k_cache");
-    a.v_cache = t("v_cache");
-    a.block_table = t("block_table");
-    a.kv_len = t("kv_len");
-    a.cu_q = t("cu_q");
-    a.scale = p_.scale;
-    a.out = t("dense_out");
-    a.lse = t("dense_lse");
-    return make_launch(dev, hal::OpId::dense_attention, a, &ops::dense_attention);
+    return make_launch(dev, hal::OpId::dense_attention, dense_args(p_, t, "dense_out", "dense_lse"),
+                       &ops::dense_attention);
   }
 
  private:

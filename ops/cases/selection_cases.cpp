@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/cases/attention_args.h"
 #include "ops/cases/attention_cases.h"
 #include "ops/cases/attn_common.h"
 #include "ops/ops.h"
@@ -37,20 +38,7 @@ class IndexerCase : public Case {
     return d;
   }
   Launch bind(hal::Device& dev, const Bound& t) const override {
-    ops::IndexerScoreArgs a;
-    a.qi = t("qi");
-    a.ki_cache = t("ki_cache");
-    a.ki_scale = t("ki_scale");
-    a.block_table = t("block_table");
-    a.kv_len = t("kv_len");
-    a.cu_q = t("cu_q");
-    a.Qb = p_.Qb;
-    a.NQ = batch_.NQ();
-    a.mode = p_.mode;
-    a.scale = p_.scale;
-    a.pool = p_.pool;
-    a.block_score = t("block_score");
-    return make_launch(dev, op(), a, &ops::indexer_score);
+    return make_launch(dev, op(), indexer_args(p_, batch_, t), &ops::indexer_score);
   }
 
  private:
@@ -118,19 +106,7 @@ class TopkCase : public Case {
     return d;
   }
   Launch bind(hal::Device& dev, const Bound& t) const override {
-    ops::BlockTopkArgs a;
-    a.block_score = t("block_score");
-    a.kv_len = t("kv_len");
-    a.cu_q = t("cu_q");
-    a.Qb = p_.Qb;
-    a.NQ = batch_.NQ();
-    a.Bs = p_.Bs;
-    a.k = p_.k;
-    a.n_sink = p_.n_sink;
-    a.n_local = p_.n_local;
-    a.block_idx = t("block_idx");
-    a.block_cnt = t("block_cnt");
-    return make_launch(dev, op(), a, &ops::block_topk);
+    return make_launch(dev, op(), topk_args(p_, batch_, t), &ops::block_topk);
   }
 
  private:
