@@ -211,10 +211,11 @@ bool launch_mma_decode_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   const int Di = static_cast<int>(a.qi.dim(2)), Hi = static_cast<int>(a.qi.dim(1)), Bs = static_cast<int>(a.ki_cache.dim(1));
   const bool keys_ok = (kd == hal::DType::fp8_e4m3 && (qd == hal::DType::bf16 || qd == hal::DType::f16)) ||
                        (kd == hal::DType::bf16 && qd == hal::DType::bf16);
-  // Opt-in until it has run the cross-check on a GPU (see the header). Decode-like: Qb = 1
-  // and few queries (prefill goes to the tile kernels).
-  const char* on = std::getenv("MSA_CUDA_MMA_INDEXER");
-  if (on == nullptr || std::string(on) != "1" || !st.props().native_tier || st.props().cc_major < 8 ||
+  // Default on the native tier; MSA_CUDA_MMA_INDEXER=0 falls back to the portable kernel
+  // (A/B runs). Decode-like: Qb = 1 and few queries (prefill goes to the tile kernels).
+  const char* env = std::getenv("MSA_CUDA_MMA_INDEXER");
+  const bool off = env != nullptr && std::string(env) == "0";
+  if (off || !st.props().native_tier || st.props().cc_major < 8 ||
       !keys_ok || a.Qb != 1 || a.qi.dim(0) > 64 || Hi > 8 || (Di != 64 && Di != 128) || Bs % 16 != 0)
     return false;
   Params p;
