@@ -8,6 +8,7 @@
 
 #include "hal/error.h"
 #include "ops/ops.h"
+#include "tools/median.h"
 
 namespace msa::cli {
 namespace {
@@ -39,11 +40,6 @@ void fill_random(hal::HostTensor& h, std::mt19937_64& rng, float amplitude) {
     const size_t src = (rng() % (pool_elems - 4096)) * es;
     std::memcpy(h.bytes.data() + off, pool.bytes.data() + src, len);
   }
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 }  // namespace

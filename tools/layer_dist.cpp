@@ -10,17 +10,13 @@
 #include "dist/world.h"
 #include "hal/error.h"
 #include "ops/ops.h"
+#include "tools/median.h"
 
 namespace msa::cli {
 namespace {
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // Dim 1 of t viewed as [outer][H][inner]: elements [h0, h1).

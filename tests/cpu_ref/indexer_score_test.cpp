@@ -105,8 +105,8 @@ void expect_scores(const std::vector<float>& got, const std::vector<double>& wan
   }
 }
 
-const std::vector<int> kQLens = {3, 0, 1, 6, 4};
-const std::vector<int> kKvLens = {3, 7, 20, 37, 16};
+const std::vector<int> kIdxQLens = {3, 0, 1, 6, 4};
+const std::vector<int> kIdxKvLens = {3, 7, 20, 37, 16};
 
 TEST(CpuRefIndexerScore, MatchesLogitRows) {
   for (DType qt : kActDTypes)
@@ -114,7 +114,7 @@ TEST(CpuRefIndexerScore, MatchesLogitRows) {
       for (ops::Pool pool : {ops::Pool::max, ops::Pool::lse})
         for (int Qb : {1, 2, 8}) {
           const bool with_scale = kt == DType::fp8_e4m3 && Qb != 2;  // fp8 with and without scales
-          IdxCase c = make_case(kQLens, kKvLens, 8, 2, 16, qt, kt, with_scale, 40 + Qb);
+          IdxCase c = make_case(kIdxQLens, kIdxKvLens, 8, 2, 16, qt, kt, with_scale, 40 + Qb);
           c.pool = pool;
           c.Qb = Qb;
           Ref ref;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "hal/error.h"
+#include "tests/common/error_of.h"
 #include "hal/host_tensor.h"
 #include "hal/registry.h"
 #include "ops/ops.h"
@@ -18,15 +19,7 @@ using msa::hal::DType;
 using msa::hal::HostTensor;
 using msa::hal::Tensor;
 
-template <typename F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const msa::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using msa::test::error_of;
 
 class FuzzFindings : public ::testing::Test {
  protected:

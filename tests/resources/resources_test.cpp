@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hal/error.h"
+#include "tests/common/error_of.h"
 #include "hal/host_tensor.h"
 #include "hal/registry.h"
 #include "ops/ops.h"
@@ -30,16 +31,7 @@ std::string unavailable(const std::string& backend) {
   return "unknown backend";
 }
 
-// Message of the msa::Error `fn` throws ("" if it throws nothing; other exceptions fail).
-template <typename F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const msa::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using msa::test::error_of;
 
 // y = a + b on the device: the device still computes correctly.
 void expect_device_works(msa::hal::Device& dev) {
