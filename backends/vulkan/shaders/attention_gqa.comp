@@ -112,11 +112,14 @@ void unpack2(uvec4 w, out vec4 lo, out vec4 hi) {
     TILE_LOAD(2u, kr2, vr2)                                               \
     TILE_LOAD(3u, kr3, vr3)                                               \
   }
-#define TILE_STORE(i, ksrc, vsrc)                                         \
+// Rows >= n (the unit's keys) are stored as zeros: a speculatively loaded tile holds
+// whatever follows the attended keys in the page (0 * NaN would reach O).
+#define TILE_STORE(i, ksrc, vsrc, n)                                      \
   {                                                                       \
     uint lin_ = tid + (i) * WGS, j_ = lin_ / CPR, ch_ = lin_ % CPR;       \
-    sh_k[j_ * KST + ch_] = ksrc;                                          \
-    sh_v[j_ * CPR + ch_] = vsrc;                                          \
+    bool in_ = j_ < (n);                                                  \
+    sh_k[j_ * KST + ch_] = in_ ? ksrc : uvec4(0u);                        \
+    sh_v[j_ * CPR + ch_] = in_ ? vsrc : uvec4(0u);                        \
   }
 
 uint next_unit(uint u, uint nt) {
@@ -128,8 +131,9 @@ void main() {
   uint gid = wg_linear();
   uint tid = gl_LocalInvocationID.x;
   uint maxkv = pc.max_blocks * pc.Bs;
-  if (gid == 0u && tid == 0u) {
-    if (seq_validate(maxkv, 1u, true) != pc.NQ) flag_error(ERR_NQ);
+  if (gid == 0u) {  // uniform
+    uint nq = wg_seq_validate(maxkv, 1u, true);
+    if (tid == 0u && nq != pc.NQ) flag_error(ERR_NQ);
   }
   uint split = gid % pc.n_split, tg = gid / pc.n_split;
   if (tg >= pc.T * pc.Hkv) return;  // uniform
@@ -140,10 +144,33 @@ void main() {
   uint u0 = split * pc.per_split;
   uint u1 = min(u0 + pc.per_split, pc.k * pc.tpb);
 
-  // With consistent batch data token t is query block t (Qb = 1): load this split's
-  // first selection entries now, in parallel with the batch lookup (used if it agrees).
-  int spec_c = -1;
-  if (tid < min(WGS, u1 - min(u0, u1)) && t < pc.NQ) spec_c = idx_d[pc.off_idx + (t * pc.Hs + gs) * pc.k + (u0 + tid) / pc.tpb];
+  // With consistent decode data token t is query block t and sequence t (Qb = 1, one
+  // token per sequence): load this split's first selection entries and their pages now,
+  // in parallel with the batch lookup (used where it agrees), and request the K/V of the
+  // split's first unit as well (every invocation reads the same two addresses). The
+  // guessed tile is used only if the unit table built after the lookup names the same
+  // rows; all min(TK, Bs - part * TK) rows of the unit's page part are read (in bounds),
+  // and rows past the attended keys are zeroed when stored.
+  int spec_c = -1, spec_pg = -1;
+  if (tid < min(WGS, u1 - min(u0, u1)) && t < pc.NQ) {
+    spec_c = idx_d[pc.off_idx + (t * pc.Hs + gs) * pc.k + (u0 + tid) / pc.tpb];
+    if (spec_c >= 0 && uint(spec_c) < pc.max_blocks && t < pc.B) spec_pg = bt_d[pc.off_bt + t * pc.max_blocks + uint(spec_c)];
+  }
+  uvec4 kr0, kr1, kr2, kr3, vr0, vr1, vr2, vr3;  // the next tile, in flight
+  uint spec_base = INVALID;
+  if (u0 < u1 && t < pc.NQ && t < pc.B) {  // uniform
+    uint e0 = u0 / pc.tpb, part0 = u0 % pc.tpb;
+    int c = idx_d[pc.off_idx + (t * pc.Hs + gs) * pc.k + e0];
+    int page = c >= 0 && uint(c) < pc.max_blocks ? bt_d[pc.off_bt + t * pc.max_blocks + uint(c)] : -1;
+    if (page >= 0 && uint(page) < pc.P && part0 * TK < pc.Bs) {
+      uint ub_ = ((uint(page) * pc.Hkv + g) * pc.Bs + part0 * TK) * cpr, un_ = min(TK, pc.Bs - part0 * TK);
+      spec_base = ub_;
+      TILE_LOAD(0u, kr0, vr0)
+      TILE_LOAD(1u, kr1, vr1)
+      TILE_LOAD(2u, kr2, vr2)
+      TILE_LOAD(3u, kr3, vr3)
+    }
+  }
 
   // Invocation roles (by subgroup position, so that the 8 invocations sharing a row in
   // the softmax step are lanes 8i..8i+7 of one subgroup).
@@ -182,11 +209,12 @@ void main() {
       barrier();  // earlier readers of the unit table and the tiles are done
       if (tid < nt) {
         uint u = cb + tid, e = u / pc.tpb, part = u % pc.tpb;
-        int c = (cb == u0 && qb == t) ? spec_c : idx_d[sel + e];
+        bool spec = cb == u0 && qb == t;
+        int c = spec ? spec_c : idx_d[sel + e];
         uint n = 0u, base = 0u;
         // Padding (-1) and entries outside the sequence contribute nothing.
         if (c >= 0 && uint(c) < nblk && uint(c) * pc.Bs <= pos) {
-          int page = bt_d[pc.off_bt + b * pc.max_blocks + uint(c)];
+          int page = spec && b == t ? spec_pg : bt_d[pc.off_bt + b * pc.max_blocks + uint(c)];
           if (page < 0 || uint(page) >= pc.P) {
             flag_error(ERR_BLOCK_TABLE);
           } else {
@@ -202,16 +230,17 @@ void main() {
         sh_un[tid] = n;
       }
       barrier();
-      uvec4 kr0, kr1, kr2, kr3, vr0, vr1, vr2, vr3;  // the next tile, in flight
       uint cur = next_unit(0u, nt);
-      if (cur < nt) LOAD_UNIT(cur)
+      // The guessed first tile is right when the table names the same rows (uniform).
+      bool have = cb == u0 && cur == 0u && sh_un[0] > 0u && sh_ubase[0] == spec_base;
+      if (cur < nt && !have) LOAD_UNIT(cur)
       while (cur < nt) {
-        barrier();  // the previous tile's readers are done
-        TILE_STORE(0u, kr0, vr0)
-        TILE_STORE(1u, kr1, vr1)
-        TILE_STORE(2u, kr2, vr2)
-        TILE_STORE(3u, kr3, vr3)
         uint n = sh_un[cur];
+        barrier();  // the previous tile's readers are done
+        TILE_STORE(0u, kr0, vr0, n)
+        TILE_STORE(1u, kr1, vr1, n)
+        TILE_STORE(2u, kr2, vr2, n)
+        TILE_STORE(3u, kr3, vr3, n)
         barrier();
         uint nxt = next_unit(cur + 1u, nt);
         if (nxt < nt) LOAD_UNIT(nxt)  // in flight during this tile's math
