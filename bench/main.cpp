@@ -4,15 +4,20 @@
 // ceiling measured once in this run (bench/ceiling.h). The msa_layer cases also time
 // dense attention on the same inputs and report the ratio.
 //
-//   msa-bench [--backend=NAME|all] [--scale=X] [--op=OP[,OP...]] [benchmark flags]
+//   msa-bench [--backend=NAME|all] [--scale=X] [--op=OP[,OP...]] [--sustain=S] [benchmark flags]
 //
 // --scale multiplies context and chunk lengths (default: 1 on GPUs, 1/16 on cpu, 1/256
 // on cpu-ref, whose scalar f64 kernels would take minutes per call at full size, and on
-// software Vulkan drivers).
+// software Vulkan drivers). --sustain=S (seconds, default 0 = off): for ops under 1 ms, also
+// issue back-to-back calls for S seconds and then time 16 more (`sustained_ms`): clock
+// governors that wait for sustained load (the NVIDIA Vulkan driver on the H200 kept the SM
+// clock at 345 MHz through single decode calls, 1980 MHz under the same calls from CUDA)
+// have ramped by then.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -33,6 +38,7 @@ struct Options {
   std::string backend = "auto";
   double scale = 0;  // 0 = per-backend default
   std::string ops;
+  double sustain = 0;  // seconds of back-to-back calls before `sustained_ms` (0: not measured)
 };
 
 // Takes --backend=, --scale= and --op= out of argv (before benchmark::Initialize).
@@ -49,6 +55,7 @@ Options parse_and_strip(int& argc, char** argv) {
     if (const char* b = value("--backend")) o.backend = b;
     else if (const char* s = value("--scale")) o.scale = std::stod(s);
     else if (const char* f = value("--op")) o.ops = f;
+    else if (const char* u = value("--sustain")) o.sustain = std::stod(u);
     else argv[out++] = argv[i];
   }
   argc = out;
@@ -87,6 +94,7 @@ struct Target {
   std::string backend;
   std::unique_ptr<hal::Device> dev;
   double scale = 1;
+  double sustain = 0;
   cases::CaseList cases;
   bool measured = false;
   Ceiling ceiling;
@@ -146,6 +154,31 @@ double time_calls(hal::Device& dev, int reps, Fn&& fn) {
     dev.stream().synchronize();
     s.push_back(e1->elapsed_ms(*e0) / 1e3);
   }
+  return median(s);
+}
+
+// Per-call seconds after `ramp` seconds of back-to-back calls: the median of 5 groups of 16
+// calls, each group between two events, queued right behind the ramp (no idle gap).
+template <typename Fn>
+double sustained_seconds(hal::Device& dev, double ramp, Fn&& fn) {
+  constexpr int kGroups = 5, kCalls = 16, kBetweenSyncs = 256;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    for (int i = 0; i < kBetweenSyncs; ++i) fn();
+    dev.stream().synchronize();  // bounds the queue; a short gap every 256 calls
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= ramp) break;
+  }
+  std::vector<std::unique_ptr<hal::Event>> ev;
+  for (int i = 0; i < 2 * kGroups; ++i) ev.push_back(dev.create_event());
+  for (int i = 0; i < kBetweenSyncs; ++i) fn();  // busy again before the first event
+  for (int g = 0; g < kGroups; ++g) {
+    dev.stream().record(*ev[2 * g]);
+    for (int i = 0; i < kCalls; ++i) fn();
+    dev.stream().record(*ev[2 * g + 1]);
+  }
+  dev.stream().synchronize();
+  std::vector<double> s;
+  for (int g = 0; g < kGroups; ++g) s.push_back(ev[2 * g + 1]->elapsed_ms(*ev[2 * g]) / 1e3 / kCalls);
   return median(s);
 }
 
@@ -227,6 +260,15 @@ void run_case(benchmark::State& st, Target* t, const cases::Case* c) {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s: queued timing failed: %s\n", c->name().c_str(), e.what());
     }
+    if (t->sustain > 0) {
+      try {
+        const double s = sustained_seconds(dev, t->sustain, [&] { p->run(); });
+        st.counters["sustained_ms"] = s * 1e3;
+        if (s > 0) st.counters["sustained_GB/s"] = c->bytes() / s / 1e9;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: sustained timing failed: %s\n", c->name().c_str(), e.what());
+      }
+    }
   }
 }
 
@@ -264,6 +306,7 @@ int main(int argc, char** argv) {
       t->dev = hal::create_device(n);
       t->backend = t->dev->info().backend;
       t->scale = opt.scale > 0 ? opt.scale : default_scale(*t->dev);
+      t->sustain = opt.sustain;
       t->cases = cases::make_cases("perf", opt.ops, t->scale);
       std::fprintf(stderr, "backend %s (%s): %zu perf cases at scale %g\n", t->backend.c_str(), t->dev->name().c_str(),
                    t->cases.size(), t->scale);

@@ -99,10 +99,15 @@ void run_attention(hal::Stream& s, const Args& a, const std::string& prefix, PC&
 constexpr uint32_t kGqaWgs = 128;          // WGS of attention_gqa.comp
 constexpr uint32_t kGqaRows = 16;          // ROWS: largest G
 constexpr uint32_t kGqaShared = 32 << 10;  // shared memory it needs, rounded up
-// Split-KV: enough workgroups to fill a large GPU with a few resident per SM, each taking
-// at least kGqaMinUnits tiles so that the merge stays small next to the K/V read.
-constexpr uint64_t kGqaTargetGroups = 512;
-constexpr uint32_t kGqaMinUnits = 2;
+// Split-KV for decode-sized calls: each workgroup takes kGqaUnits tiles (64 keys at 16-bit
+// types), so a larger batch gets more workgroups, not longer ones: a decode workgroup's
+// time is its chain of dependent loads and barriers, and the GPU runs many at once. (v3
+// aimed at 512 workgroups in all, so B = 8 ran 4 tiles per workgroup in 512 workgroups
+// where B = 1 ran 2 in 128: twice the chain, and the call time grew with the batch.)
+// Splits only grow past kGqaMaxGroups workgroups (large batches, prefill).
+// MSA_VK_GQA_UNITS / MSA_VK_GQA_GROUPS override both (A/B runs).
+constexpr uint32_t kGqaUnits = 2;
+constexpr uint64_t kGqaMaxGroups = 8192;
 
 uint32_t gqa_tile_keys(hal::DType t) { return t == hal::DType::f32 ? 16 : 32; }  // TK
 
@@ -134,10 +139,11 @@ void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
   pc.tpb = (pc.Bs + tk - 1) / tk;
   const uint32_t units = pc.k * pc.tpb;
   const uint64_t base = uint64_t{pc.T} * pc.Hkv;  // workgroups without a split
+  const uint32_t per = std::max<uint32_t>(1, env_knob("MSA_VK_GQA_UNITS", kGqaUnits));
+  const uint64_t max_groups = std::max<uint32_t>(1, env_knob("MSA_VK_GQA_GROUPS", kGqaMaxGroups));
   uint32_t n_split = 1;
-  if (base > 0 && base < kGqaTargetGroups && units > kGqaMinUnits)
-    n_split = static_cast<uint32_t>(std::min<uint64_t>((kGqaTargetGroups + base - 1) / base,
-                                                       (units + kGqaMinUnits - 1) / kGqaMinUnits));
+  if (base > 0 && base < max_groups && units > per)
+    n_split = static_cast<uint32_t>(std::min<uint64_t>((max_groups + base - 1) / base, (units + per - 1) / per));
   pc.per_split = (units + n_split - 1) / n_split;
   pc.n_split = pc.per_split > 0 ? (units + pc.per_split - 1) / pc.per_split : 1;
 

@@ -15,7 +15,13 @@ namespace msa::vulkan {
 namespace {
 
 constexpr uint32_t kBlockWgs = 128;             // WGS of indexer_block.comp
-constexpr uint64_t kBlockTargetGroups = 512;
+// One KV block per workgroup up to this many workgroups, then runs of blocks: decode
+// (one query per block) gets a grid that grows with the batch and the context. (v3 aimed
+// at 512 workgroups in all: B = 8 at 32K ran runs of 4 blocks in 512 workgroups where
+// B = 1 ran single blocks in 256, and took 12x as long for 8x the keys.) Prefill, where
+// a workgroup scores a block for one query block, still batches blocks to amortise the
+// batch lookup. MSA_VK_INDEXER_BPW forces the run length (A/B runs).
+constexpr uint64_t kBlockMaxGroups = 65536;
 constexpr uint64_t kBlockMaxRun = 16;           // MAX_BPW of indexer_block.comp
 
 // "" when indexer_block.comp handles this call, else why not.
@@ -69,14 +75,13 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
     l.run(pc, std::max<uint64_t>(uint64_t{pc.NQ} * pc.Hi * pc.mb_out, min_groups));
     return;
   }
-  // Runs of bpw KV blocks per workgroup: about kBlockTargetGroups workgroups, so that a
-  // large batch or context amortises the batch lookup and overlaps each block's pooling
-  // with the next block's loads, while a small one still spreads over the whole GPU.
+  // Runs of bpw KV blocks per workgroup (see kBlockMaxGroups).
   IndexerBlockPC bp{};
   bp.base = pc;
   const uint64_t blocks = uint64_t{pc.NQ} * pc.mb_out;
-  bp.bpw = static_cast<uint32_t>(std::clamp<uint64_t>((blocks + kBlockTargetGroups - 1) / kBlockTargetGroups, 1,
-                                                      kBlockMaxRun));
+  const uint64_t forced = env_knob("MSA_VK_INDEXER_BPW", 0);
+  bp.bpw = static_cast<uint32_t>(std::clamp<uint64_t>(
+      forced > 0 ? forced : (blocks + kBlockMaxGroups - 1) / kBlockMaxGroups, 1, kBlockMaxRun));
   const uint64_t runs = (uint64_t{pc.mb_out} + bp.bpw - 1) / bp.bpw;
   l.run(bp, std::max<uint64_t>(uint64_t{pc.NQ} * runs, min_groups));
 }

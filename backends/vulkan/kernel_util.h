@@ -2,6 +2,7 @@
 // narrowing with a clear error, and the first-argument device lookup.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "backends/vulkan/device.h"
@@ -37,5 +38,16 @@ inline int64_t rows_of(const hal::Tensor& t) {
 }
 
 inline int64_t last_dim_of(const hal::Tensor& t) { return t.rank == 0 ? 1 : t.dim(-1); }
+
+// A tuning knob from the environment (for A/B runs on a device): the unsigned value of
+// variable `name`, or `dflt` when it is unset or not a number. Read at every call (the
+// callers are per-launch host code; getenv is cheap next to recording a dispatch).
+inline uint32_t env_knob(const char* name, uint32_t dflt) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return dflt;
+  char* end = nullptr;
+  const unsigned long x = std::strtoul(v, &end, 10);
+  return (end != nullptr && *end == '\0' && x <= 0xffffffffUL) ? static_cast<uint32_t>(x) : dflt;
+}
 
 }  // namespace msa::vulkan

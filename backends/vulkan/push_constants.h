@@ -34,6 +34,12 @@ struct AttnCombinePC {
 };
 static_assert(sizeof(AttnCombinePC) == 7 * 4);
 
+// shaders/copy.comp (16-byte units)
+struct CopyPC {
+  uint32_t off_src, off_dst, n;
+};
+static_assert(sizeof(CopyPC) == 3 * 4);
+
 // shaders/patch_attention.comp
 struct PatchAttentionPC {
   uint32_t off_q, off_k, off_v, off_items, off_out, off_lse;

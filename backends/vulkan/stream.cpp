@@ -1,5 +1,6 @@
 #include "backends/vulkan/stream.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -7,6 +8,8 @@
 #include "backends/vulkan/device.h"
 #include "backends/vulkan/device_errors.h"
 #include "backends/vulkan/event.h"
+#include "backends/vulkan/launch.h"
+#include "backends/vulkan/push_constants.h"
 #include "hal/error.h"
 #include "hal/op_id.h"
 
@@ -17,6 +20,10 @@ constexpr int kMaxCommandsPerBatch = 256;  // then submit and keep recording int
 constexpr size_t kMaxInFlight = 4;         // then wait for the oldest
 constexpr uint32_t kSetsPerPool = 128;
 constexpr uint32_t kMaxBindings = 16;
+// Device copies of at least this many bytes, 16-byte aligned, run as a shader
+// (shaders/copy.comp) instead of vkCmdCopyBuffer.
+constexpr uint64_t kShaderCopyMin = uint64_t{1} << 20;
+constexpr uint32_t kCopyUnitsPerGroup = 256 * 4;  // WGS * PER of copy.comp
 
 // Every compute or transfer write before it is visible to every compute or transfer
 // access after it.
@@ -236,11 +243,43 @@ void VulkanStream::copy(const hal::Tensor& dst, const hal::Tensor& src) {
   check_range(src, "src");
   MSA_CHECK_ARG(dst.nbytes() == src.nbytes(), "vulkan stream copy", "dst",
                 "has " + std::to_string(dst.nbytes()) + " bytes, src " + std::to_string(src.nbytes()));
-  if (dst.nbytes() == 0) return;
+  const uint64_t n = dst.nbytes();
+  if (n == 0) return;
+  if (n >= kShaderCopyMin && n % 16 == 0 && dst.offset % 16 == 0 && src.offset % 16 == 0) {
+    shader_copy(as_alloc(dst), dst.offset, as_alloc(src), src.offset, n);
+    return;
+  }
   VkCommandBuffer cmd = begin_command();
-  VkBufferCopy region{src.offset, dst.offset, dst.nbytes()};
+  VkBufferCopy region{src.offset, dst.offset, n};
   vkCmdCopyBuffer(cmd, as_alloc(src)->buffer, as_alloc(dst)->buffer, 1, &region);
   end_command();
+}
+
+// One dispatch of copy.comp per chunk that fits a storage-buffer binding on both sides;
+// offsets and n are multiples of 16. Each side is bound from its offset rounded down to
+// minStorageBufferOffsetAlignment, the rest passed as a 16-byte skew.
+void VulkanStream::shader_copy(Allocation* dst, uint64_t dst_off, Allocation* src, uint64_t src_off, uint64_t n) {
+  const Caps& caps = dev_.caps();
+  const uint64_t align = std::max<uint64_t>(caps.storage_align, 16);
+  // Largest chunk: the binding holds skew (< align) + chunk; whole 16-byte units; the
+  // unit count fits 32 bits.
+  uint64_t max_chunk = caps.max_storage_range > align ? (caps.max_storage_range - align) / 16 * 16 : 0;
+  max_chunk = std::min<uint64_t>(max_chunk, uint64_t{1} << 34);
+  if (max_chunk < 16) throw Error("vulkan: copy: maxStorageBufferRange too small");
+  for (uint64_t done = 0; done < n;) {
+    const uint64_t bytes = std::min(n - done, max_chunk);
+    const uint64_t so = src_off + done, dof = dst_off + done;
+    const uint64_t sb = so / align * align, db = dof / align * align;
+    CopyPC pc{};
+    pc.off_src = static_cast<uint32_t>((so - sb) / 16);
+    pc.off_dst = static_cast<uint32_t>((dof - db) / 16);
+    pc.n = static_cast<uint32_t>(bytes / 16);
+    Launch l(*this, "copy_u4", hal::OpId::indexer_score);  // error slot unused: never flags
+    l.bind_raw(src, so - sb + bytes, sb);
+    l.bind_raw(dst, dof - db + bytes, db);
+    l.run(pc, (uint64_t{pc.n} + kCopyUnitsPerGroup - 1) / kCopyUnitsPerGroup);
+    done += bytes;
+  }
 }
 
 void VulkanStream::fill_bytes(const hal::Tensor& dst, uint8_t byte) {

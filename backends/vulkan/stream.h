@@ -50,6 +50,7 @@ class VulkanStream : public hal::Stream {
   void wait_all();              // waits for and recycles every submitted batch
   void recycle(Batch& b);
   void check_errors();
+  void shader_copy(Allocation* dst, uint64_t dst_off, Allocation* src, uint64_t src_off, uint64_t n);
 
   VulkanDevice& dev_;
   VkCommandPool pool_ = VK_NULL_HANDLE;

@@ -172,6 +172,22 @@ void add_full_attention(CaseList& c) {
     c.push_back(block_topk_case(m3));
     m3.ki_dtype = kFP8;
     c.push_back(indexer_score_case(m3));
+    // Batches of 8 (decode kernels that guess "token t is sequence t" and give each batch
+    // element its own workgroups): ragged contexts with a one-token sequence and partial
+    // last blocks, 32 splits per (token, KV head) on the Vulkan GQA kernel; then a batch
+    // where the guess fails (a sequence with two query tokens, one with none) and k = 13.
+    AttnParams m8 = attn({{1, 1, 1, 1, 1, 1, 1, 1}, {2500, 1900, 130, 1, 700, 128, 3000, 4100}}, 64, 4, 128, 128,
+                         1, 16, kBF16);
+    m8.Di = 128;
+    c.push_back(sparse_attention_case(m8));
+    c.push_back(indexer_score_case(m8));
+    m8.ki_dtype = kFP8;
+    c.push_back(indexer_score_case(m8));
+    AttnParams mx = attn({{1, 2, 0, 1, 1, 1, 1, 1}, {900, 260, 64, 1, 700, 128, 1000, 333}}, 64, 4, 128, 128, 1, 13,
+                         kBF16);
+    mx.Di = 128;
+    c.push_back(sparse_attention_case(mx));
+    c.push_back(indexer_score_case(mx));
     for (int Qb : {1, 64}) c.push_back(sparse_attention_case(attn({{128}, {700}}, 8, 2, 64, 64, Qb, 4, kBF16)));
     c.push_back(dense_attention_case(attn({{128}, {700}}, 4, 2, 64, 64, 1, 0, kF16)));
   }

@@ -63,6 +63,26 @@ TEST_F(VulkanTest, TransfersAtOddOffsetsKeepNeighbours) {
   EXPECT_NO_THROW(dev().stream().synchronize());
 }
 
+// Copies of >= 1 MiB with 16-byte aligned offsets and sizes run as a shader (copy.comp);
+// the source and destination offsets are not multiples of the binding alignment.
+TEST_F(VulkanTest, LargeAlignedCopyRunsAsShaderAndKeepsNeighbours) {
+  constexpr size_t kN = (size_t{3} << 20) + 4096;
+  constexpr size_t kSrc = 16, kDst = kN + 48, kBytes = (size_t{3} << 20) + 2032;
+  hal::Buffer* b = buffer(2 * kN + 64);
+  const hal::Tensor whole(b, DType::fp8_e4m3, {static_cast<int64_t>(2 * kN + 64)});
+  std::vector<uint8_t> base(2 * kN + 64);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  dev().stream().upload(whole, base.data());
+  dev().stream().copy(hal::Tensor(b, DType::fp8_e4m3, {static_cast<int64_t>(kBytes)}, kDst),
+                      hal::Tensor(b, DType::fp8_e4m3, {static_cast<int64_t>(kBytes)}, kSrc));
+  std::vector<uint8_t> want = base;
+  std::copy(base.begin() + kSrc, base.begin() + kSrc + kBytes, want.begin() + kDst);
+  std::vector<uint8_t> got(base.size());
+  dev().stream().download(got.data(), whole);
+  EXPECT_TRUE(got == want);
+  EXPECT_NO_THROW(dev().stream().synchronize());
+}
+
 TEST_F(VulkanTest, ZeroSizeTransfersAndBuffers) {
   hal::Buffer* b = buffer(0);
   const hal::Tensor empty(b, DType::f32, {0});

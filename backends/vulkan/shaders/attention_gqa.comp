@@ -10,7 +10,8 @@
 // shared memory, computes S = Q K^T (each invocation RPT rows x 1 key), the online
 // softmax in base 2 (each query row owned by 8 invocations of one subgroup, reduced with
 // subgroupShuffleXor: needs a subgroup size >= 8, checked by the host), and O += P V
-// (each invocation 16 output dims of one row). Keys outside the attended set are never
+// (each invocation one 16-byte column of V for 2 rows, 4 at f32: each V element is
+// unpacked once per 2 rows, not once per row). Keys outside the attended set are never
 // loaded (zero-filled), so NaN in cache slack cannot reach an output.
 // SPLIT=1: each workgroup writes its normalised f32 partial and LSE to scratch, merged by
 // attn_combine.comp in fixed split order; SPLIT=0: out and lse directly.
@@ -65,6 +66,7 @@ layout(std430, binding = 9) writeonly buffer LseBuf { float lse_d[]; };
 #define PST (TK + 1u)              // padded P row stride in floats
 #define RPT (ROWS * TK / WGS)      // S step: rows per invocation (4 or 2)
 #define KPT (TK / 8u)              // softmax step: keys per invocation (4 or 2)
+#define PRI (ROWS * CPR / WGS)     // PV step: rows per invocation (2 or 4), one uvec4 column of V
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
 // Tile loads: TK * CPR uvec4 per matrix = 4 per invocation, element lin = tid + i * WGS.
@@ -73,6 +75,8 @@ shared vec4 sh_q[ROWS * MAXD / 4u];  // q * scale * log2(e), f32, zero past D an
 shared uvec4 sh_k[TK * KST];
 shared uvec4 sh_v[TK * CPR];
 shared float sh_p[ROWS * PST];       // scores, then probabilities
+shared float sh_alpha[ROWS];         // per row: rescale of O for this tile; at the end l_run
+shared float sh_mrun[ROWS];          // per row, at the end: m_run
 shared uint sh_ubase[WGS];           // unit table: uvec4 index of the unit's first key row
 shared uint sh_un[WGS];              //             its keys (0: contributes nothing)
 
@@ -112,11 +116,14 @@ void unpack2(uvec4 w, out vec4 lo, out vec4 hi) {
     TILE_LOAD(2u, kr2, vr2)                                               \
     TILE_LOAD(3u, kr3, vr3)                                               \
   }
-#define TILE_STORE(i, ksrc, vsrc)                                         \
+// Rows >= n (the unit's keys) are stored as zeros: a speculatively loaded tile holds
+// whatever follows the attended keys in the page (0 * NaN would reach O).
+#define TILE_STORE(i, ksrc, vsrc, n)                                      \
   {                                                                       \
     uint lin_ = tid + (i) * WGS, j_ = lin_ / CPR, ch_ = lin_ % CPR;       \
-    sh_k[j_ * KST + ch_] = ksrc;                                          \
-    sh_v[j_ * CPR + ch_] = vsrc;                                          \
+    bool in_ = j_ < (n);                                                  \
+    sh_k[j_ * KST + ch_] = in_ ? ksrc : uvec4(0u);                        \
+    sh_v[j_ * CPR + ch_] = in_ ? vsrc : uvec4(0u);                        \
   }
 
 uint next_unit(uint u, uint nt) {
@@ -128,28 +135,54 @@ void main() {
   uint gid = wg_linear();
   uint tid = gl_LocalInvocationID.x;
   uint maxkv = pc.max_blocks * pc.Bs;
-  if (gid == 0u && tid == 0u) {
-    if (seq_validate(maxkv, 1u, true) != pc.NQ) flag_error(ERR_NQ);
+  if (gid == 0u) {  // uniform
+    uint nq = wg_seq_validate(maxkv, 1u, true);
+    if (tid == 0u && nq != pc.NQ) flag_error(ERR_NQ);
   }
   uint split = gid % pc.n_split, tg = gid / pc.n_split;
   if (tg >= pc.T * pc.Hkv) return;  // uniform
   uint t = tg / pc.Hkv, g = tg % pc.Hkv;
   uint cpr = pc.D * ES / 16u;   // uvec4 per K/V row
-  uint ngr = pc.D / 8u;         // groups of 8 output dims
   uint gs = pc.Hs == 1u ? 0u : g;
   uint u0 = split * pc.per_split;
   uint u1 = min(u0 + pc.per_split, pc.k * pc.tpb);
 
-  // With consistent batch data token t is query block t (Qb = 1): load this split's
-  // first selection entries now, in parallel with the batch lookup (used if it agrees).
-  int spec_c = -1;
-  if (tid < min(WGS, u1 - min(u0, u1)) && t < pc.NQ) spec_c = idx_d[pc.off_idx + (t * pc.Hs + gs) * pc.k + (u0 + tid) / pc.tpb];
+  // With consistent decode data token t is query block t and sequence t (Qb = 1, one
+  // token per sequence): load this split's first selection entries and their pages now,
+  // in parallel with the batch lookup (used where it agrees), and request the K/V of the
+  // split's first unit as well (every invocation reads the same two addresses). The
+  // guessed tile is used only if the unit table built after the lookup names the same
+  // rows; all min(TK, Bs - part * TK) rows of the unit's page part are read (in bounds),
+  // and rows past the attended keys are zeroed when stored.
+  int spec_c = -1, spec_pg = -1;
+  if (tid < min(WGS, u1 - min(u0, u1)) && t < pc.NQ) {
+    spec_c = idx_d[pc.off_idx + (t * pc.Hs + gs) * pc.k + (u0 + tid) / pc.tpb];
+    if (spec_c >= 0 && uint(spec_c) < pc.max_blocks && t < pc.B) spec_pg = bt_d[pc.off_bt + t * pc.max_blocks + uint(spec_c)];
+  }
+  uvec4 kr0, kr1, kr2, kr3, vr0, vr1, vr2, vr3;  // the next tile, in flight
+  uint spec_base = INVALID;
+  if (u0 < u1 && t < pc.NQ && t < pc.B) {  // uniform
+    uint e0 = u0 / pc.tpb, part0 = u0 % pc.tpb;
+    int c = idx_d[pc.off_idx + (t * pc.Hs + gs) * pc.k + e0];
+    int page = c >= 0 && uint(c) < pc.max_blocks ? bt_d[pc.off_bt + t * pc.max_blocks + uint(c)] : -1;
+    if (page >= 0 && uint(page) < pc.P && part0 * TK < pc.Bs) {
+      uint ub_ = ((uint(page) * pc.Hkv + g) * pc.Bs + part0 * TK) * cpr, un_ = min(TK, pc.Bs - part0 * TK);
+      spec_base = ub_;
+      TILE_LOAD(0u, kr0, vr0)
+      TILE_LOAD(1u, kr1, vr1)
+      TILE_LOAD(2u, kr2, vr2)
+      TILE_LOAD(3u, kr3, vr3)
+    }
+  }
 
   // Invocation roles (by subgroup position, so that the 8 invocations sharing a row in
   // the softmax step are lanes 8i..8i+7 of one subgroup).
   uint vt = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
   uint sj = vt % TK, srg = vt / TK;   // S step: key sj, rows srg*RPT ..
-  uint pr = vt / 8u, l8 = vt % 8u;    // softmax / PV: row pr, keys l8 + 8i, dim groups l8, l8 + 8
+  uint pr = vt / 8u, l8 = vt % 8u;    // softmax: row pr, keys l8 + 8i
+  // PV and the results: the uvec4 column vc of V (8 dims at 16-bit types, 4 at f32) for
+  // rows pvr .. pvr + PRI - 1, so each V element is unpacked once per PRI rows.
+  uint vc = vt % CPR, pvr = (vt / CPR) * PRI;
 
   for (uint i = tid; i < ROWS * MAXD / 4u; i += WGS) {
     uint r = i / (MAXD / 4u), d0 = (i % (MAXD / 4u)) * 4u;
@@ -163,7 +196,9 @@ void main() {
   }
 
   float m_run = NEG_INF, l_run = 0.0;
-  vec4 o0 = vec4(0.0), o1 = vec4(0.0), o2 = vec4(0.0), o3 = vec4(0.0);  // dims of groups l8 (o0, o1), l8 + 8 (o2, o3)
+  // 16-bit types: rows pvr (o0: dims 0-3 of column vc, o1: 4-7) and pvr + 1 (o2, o3);
+  // f32: rows pvr .. pvr + 3 (o0 .. o3, the 4 dims of column vc).
+  vec4 o0 = vec4(0.0), o1 = vec4(0.0), o2 = vec4(0.0), o3 = vec4(0.0);
 
   SeqLookup lk = wg_seq_lookup(t, true, maxkv, 1u);  // uniform; its barriers publish sh_q
   uint b = lk.b, pos = 0u, qb = 0u, nblk = 0u;
@@ -182,11 +217,12 @@ void main() {
       barrier();  // earlier readers of the unit table and the tiles are done
       if (tid < nt) {
         uint u = cb + tid, e = u / pc.tpb, part = u % pc.tpb;
-        int c = (cb == u0 && qb == t) ? spec_c : idx_d[sel + e];
+        bool spec = cb == u0 && qb == t;
+        int c = spec ? spec_c : idx_d[sel + e];
         uint n = 0u, base = 0u;
         // Padding (-1) and entries outside the sequence contribute nothing.
         if (c >= 0 && uint(c) < nblk && uint(c) * pc.Bs <= pos) {
-          int page = bt_d[pc.off_bt + b * pc.max_blocks + uint(c)];
+          int page = spec && b == t ? spec_pg : bt_d[pc.off_bt + b * pc.max_blocks + uint(c)];
           if (page < 0 || uint(page) >= pc.P) {
             flag_error(ERR_BLOCK_TABLE);
           } else {
@@ -202,16 +238,17 @@ void main() {
         sh_un[tid] = n;
       }
       barrier();
-      uvec4 kr0, kr1, kr2, kr3, vr0, vr1, vr2, vr3;  // the next tile, in flight
       uint cur = next_unit(0u, nt);
-      if (cur < nt) LOAD_UNIT(cur)
+      // The guessed first tile is right when the table names the same rows (uniform).
+      bool have = cb == u0 && cur == 0u && sh_un[0] > 0u && sh_ubase[0] == spec_base;
+      if (cur < nt && !have) LOAD_UNIT(cur)
       while (cur < nt) {
-        barrier();  // the previous tile's readers are done
-        TILE_STORE(0u, kr0, vr0)
-        TILE_STORE(1u, kr1, vr1)
-        TILE_STORE(2u, kr2, vr2)
-        TILE_STORE(3u, kr3, vr3)
         uint n = sh_un[cur];
+        barrier();  // the previous tile's readers are done
+        TILE_STORE(0u, kr0, vr0, n)
+        TILE_STORE(1u, kr1, vr1, n)
+        TILE_STORE(2u, kr2, vr2, n)
+        TILE_STORE(3u, kr3, vr3, n)
         barrier();
         uint nxt = next_unit(cur + 1u, nt);
         if (nxt < nt) LOAD_UNIT(nxt)  // in flight during this tile's math
@@ -277,44 +314,42 @@ void main() {
           ps += subgroupShuffleXor(ps, 1u);
           l_run = l_run * alpha + ps;
           m_run = m_new;
+          if (l8 == 0u) sh_alpha[pr] = alpha;
         }
         barrier();
 
-        // ---- O = O * alpha + P V: row pr, dim groups l8 and l8 + 8 ----
-        o0 *= alpha;
-        o1 *= alpha;
-        o2 *= alpha;
-        o3 *= alpha;
-        uint prow = pr * PST;
+        // ---- O = O * alpha + P V: rows pvr .., column vc ----
 #if A_TYPE == DT_F32
-        // A group of 8 dims is two uvec4 of V.
-        [[unroll]] for (uint j = 0u; j < TK; ++j) {
-          float p = sh_p[prow + j];
-          o0 += p * uintBitsToFloat(sh_v[j * CPR + 2u * l8]);
-          o1 += p * uintBitsToFloat(sh_v[j * CPR + 2u * l8 + 1u]);
-        }
-        if (l8 + 8u < ngr) {
+        o0 *= sh_alpha[pvr];
+        o1 *= sh_alpha[pvr + 1u];
+        o2 *= sh_alpha[pvr + 2u];
+        o3 *= sh_alpha[pvr + 3u];
+        if (vc < cpr) {
           [[unroll]] for (uint j = 0u; j < TK; ++j) {
-            float p = sh_p[prow + j];
-            o2 += p * uintBitsToFloat(sh_v[j * CPR + 2u * l8 + 16u]);
-            o3 += p * uintBitsToFloat(sh_v[j * CPR + 2u * l8 + 17u]);
+            vec4 v = uintBitsToFloat(sh_v[j * CPR + vc]);
+            o0 += sh_p[pvr * PST + j] * v;
+            o1 += sh_p[(pvr + 1u) * PST + j] * v;
+            o2 += sh_p[(pvr + 2u) * PST + j] * v;
+            o3 += sh_p[(pvr + 3u) * PST + j] * v;
           }
         }
 #else
-        [[unroll]] for (uint j = 0u; j < TK; ++j) {
-          float p = sh_p[prow + j];
-          vec4 lo, hi;
-          unpack2(sh_v[j * CPR + l8], lo, hi);
-          o0 += p * lo;
-          o1 += p * hi;
+        {
+          float a0 = sh_alpha[pvr], a1 = sh_alpha[pvr + 1u];
+          o0 *= a0;
+          o1 *= a0;
+          o2 *= a1;
+          o3 *= a1;
         }
-        if (l8 + 8u < ngr) {
+        if (vc < cpr) {
           [[unroll]] for (uint j = 0u; j < TK; ++j) {
-            float p = sh_p[prow + j];
             vec4 lo, hi;
-            unpack2(sh_v[j * CPR + l8 + 8u], lo, hi);
-            o2 += p * lo;
-            o3 += p * hi;
+            unpack2(sh_v[j * CPR + vc], lo, hi);
+            float p0 = sh_p[pvr * PST + j], p1 = sh_p[(pvr + 1u) * PST + j];
+            o0 += p0 * lo;
+            o1 += p0 * hi;
+            o2 += p1 * lo;
+            o3 += p1 * hi;
           }
         }
 #endif
@@ -323,11 +358,21 @@ void main() {
     }
   }
 
-  // ---- results of row pr (this invocation: dim groups l8, l8 + 8) ----
-  if (pr < pc.G) {
-    uint row = t * pc.Hq + g * pc.G + pr;
-    bool any = l_run > 0.0;
-    float inv = any ? 1.0 / l_run : 0.0;
+  // ---- results: l_run and m_run of each row to shared memory (the softmax owners),
+  // then rows pvr .., column vc (uniform control flow: barriers) ----
+  barrier();  // the last tile's PV reads of sh_alpha are done
+  if (l8 == 0u) {
+    sh_alpha[pr] = l_run;
+    sh_mrun[pr] = m_run;
+  }
+  barrier();
+  [[unroll]] for (uint r = 0u; r < PRI; ++r) {
+    uint rr = pvr + r;
+    if (rr >= pc.G) continue;
+    float l = sh_alpha[rr];
+    bool any = l > 0.0;
+    float inv = any ? 1.0 / l : 0.0;
+    uint row = t * pc.Hq + g * pc.G + rr;
 #if SPLIT
     uint ob = pc.off_out + (row * pc.n_split + split) * pc.D;
     uint lb = pc.off_lse + row * pc.n_split + split;
@@ -335,24 +380,23 @@ void main() {
     uint ob = pc.off_out + row * pc.D;
     uint lb = pc.off_lse + row;
 #endif
-    o0 *= inv;
-    o1 *= inv;
-    o2 *= inv;
-    o3 *= inv;
-    if (l8 < ngr) {
-      uint d = ob + l8 * 8u;
-      ST(OUT_TYPE, out_d, d, o0.x); ST(OUT_TYPE, out_d, d + 1u, o0.y);
-      ST(OUT_TYPE, out_d, d + 2u, o0.z); ST(OUT_TYPE, out_d, d + 3u, o0.w);
-      ST(OUT_TYPE, out_d, d + 4u, o1.x); ST(OUT_TYPE, out_d, d + 5u, o1.y);
-      ST(OUT_TYPE, out_d, d + 6u, o1.z); ST(OUT_TYPE, out_d, d + 7u, o1.w);
+#if A_TYPE == DT_F32
+    vec4 x = (r == 0u ? o0 : r == 1u ? o1 : r == 2u ? o2 : o3) * inv;
+    if (vc < cpr) {
+      uint d = ob + vc * 4u;
+      ST(OUT_TYPE, out_d, d, x.x); ST(OUT_TYPE, out_d, d + 1u, x.y);
+      ST(OUT_TYPE, out_d, d + 2u, x.z); ST(OUT_TYPE, out_d, d + 3u, x.w);
     }
-    if (l8 + 8u < ngr) {
-      uint d = ob + (l8 + 8u) * 8u;
-      ST(OUT_TYPE, out_d, d, o2.x); ST(OUT_TYPE, out_d, d + 1u, o2.y);
-      ST(OUT_TYPE, out_d, d + 2u, o2.z); ST(OUT_TYPE, out_d, d + 3u, o2.w);
-      ST(OUT_TYPE, out_d, d + 4u, o3.x); ST(OUT_TYPE, out_d, d + 5u, o3.y);
-      ST(OUT_TYPE, out_d, d + 6u, o3.z); ST(OUT_TYPE, out_d, d + 7u, o3.w);
+#else
+    vec4 x = (r == 0u ? o0 : o2) * inv, y = (r == 0u ? o1 : o3) * inv;
+    if (vc < cpr) {
+      uint d = ob + vc * 8u;
+      ST(OUT_TYPE, out_d, d, x.x); ST(OUT_TYPE, out_d, d + 1u, x.y);
+      ST(OUT_TYPE, out_d, d + 2u, x.z); ST(OUT_TYPE, out_d, d + 3u, x.w);
+      ST(OUT_TYPE, out_d, d + 4u, y.x); ST(OUT_TYPE, out_d, d + 5u, y.y);
+      ST(OUT_TYPE, out_d, d + 6u, y.z); ST(OUT_TYPE, out_d, d + 7u, y.w);
     }
-    if (l8 == 0u) lse_d[lb] = any ? (m_run + log2(l_run)) * LN2 : NEG_INF;
+#endif
+    if (vc == 0u) lse_d[lb] = any ? (sh_mrun[rr] + log2(l)) * LN2 : NEG_INF;
   }
 }

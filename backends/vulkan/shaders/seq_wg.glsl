@@ -5,6 +5,8 @@
 // seq.glsl on consistent data; on inconsistent data (flagged by seq_validate) the
 // smallest matching sequence wins, so the result stays deterministic and in bounds.
 // Call from uniform control flow (contains barriers). Include after seq.glsl.
+// wg_seq_validate() is seq_validate() spread over the workgroup (one round trip instead of
+// B dependent ones in a single invocation): the same flags and the same result.
 shared uint sh_lk_b;     // the sequence found (INVALID: none)
 shared uint sh_lk_qb0;   // its first query block
 shared int sh_lk_s[4];   // its q0, qlen, kvl, pos0
@@ -65,4 +67,26 @@ SeqLookup wg_seq_lookup(uint key, bool by_token, uint maxkv, uint Qb) {
   r.s.ok = r.found;
   barrier();  // the shared results may be overwritten by a later lookup
   return r;
+}
+
+// seq_validate() by the whole workgroup: each invocation checks sequences tid, tid + WGS,
+// ...; the flags are OR-ed (the error word is an OR of bits, so the result is the same)
+// and the query-block counts summed. Uniform control flow (barriers); returns the count
+// in every invocation.
+uint wg_seq_validate(uint maxkv, uint Qb, bool check_t) {
+  uint tid = gl_LocalInvocationID.x;
+  uint bits = 0u, nq = 0u;
+  if (tid == 0u) {
+    if (CU_Q(0u) != 0) bits |= ERR_CU_Q;
+    if (check_t && CU_Q(SEQ_B) != int(SEQ_T)) bits |= ERR_CU_Q;
+  }
+  for (uint b = tid; b < SEQ_B; b += WGS) {
+    int c0 = CU_Q(b), c1 = CU_Q(b + 1u), kvl = KV_LEN(b);
+    if (c1 < c0) bits |= ERR_CU_Q;
+    else if (kvl < c1 - c0 || uint(kvl) > maxkv) bits |= ERR_KV_LEN;
+    else nq += seq_num_qblocks(c1 - c0, kvl, Qb);
+  }
+  bits = subgroupOr(bits);
+  if (subgroupElect() && bits != 0u) flag_error(bits);
+  return wg_sum_u(nq);
 }
