@@ -68,11 +68,11 @@ fi
 if has bench; then
   say "msa-bench decode: cuda and vulkan side by side"
   F='(indexer_score|block_topk|sparse_block_attention|dense_attention|msa_layer).*T=(1|8) q=.*kv=\[(8 x )?(32768|131072|1048576)'
-  timeout 100 $B/bench/msa-bench --backend=cuda --benchmark_filter="$F" --benchmark_min_time=0.05s \
+  timeout 100 $B/bench/msa-bench --backend=cuda --benchmark_filter="$F" --benchmark_min_time=0.05s --sustain=0.5 \
     --benchmark_out="$OUT/bench_cuda.json" --benchmark_out_format=json > "$OUT/bench_cuda.log" 2>&1
   SUMMARY+=("bench cuda rc=$?")
   VF='(indexer_score|sparse_block_attention|msa_layer).*T=(1|8) q=.*kv=\[(8 x )?(32768|1048576)'
-  timeout 60 $B/bench/msa-bench --backend=vulkan:0 --benchmark_filter="$VF" --benchmark_min_time=0.05s \
+  timeout 60 $B/bench/msa-bench --backend=vulkan:0 --benchmark_filter="$VF" --benchmark_min_time=0.05s --sustain=0.5 \
     --benchmark_out="$OUT/bench_vulkan.json" --benchmark_out_format=json > "$OUT/bench_vulkan.log" 2>&1
   SUMMARY+=("bench vulkan rc=$?")
 fi
