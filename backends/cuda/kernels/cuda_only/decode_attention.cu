@@ -551,6 +551,7 @@ DecParams decode_params(const OpParams& a) {
 bool launch_decode_sparse(Stream& st, const SparseParams& sp, hal::DType dt) {
   if (!decode_ok(st, dt, sp.D, sp.bt.T, sp.q, sp.kc, sp.vc, sp.o.out) || sp.k > kDecThreads) return false;
   if (sp.Hs != 1 && sp.Hs != sp.Hkv) return false;
+  if (launch_decode_sparse_cluster(st, sp, dt)) return true;  // sm_90, G = 16, D = Bs = 128
   DecParams p = decode_params(sp);
   p.bidx = sp.bidx;
   p.NQ = sp.NQ;
