@@ -297,6 +297,20 @@ void add_full_selection(CaseList& c) {
     c.push_back(block_topk_case(attn(l, 8, 2, 64, 64, 1, 1, kBF16)));
     c.push_back(block_topk_case(attn(l, 8, 2, 64, 64, 1, 16, kBF16)));  // k >= blocks
   }
+  // Long rows (> 1024 blocks): GPU backends cut a row into chunks and merge them. Ties,
+  // NaN, -inf, +-0 and mostly dead rows; a short row (nvalid <= k) in the same call; sinks
+  // and a local window spanning blocks (Qb = 128); k = 128 with chunks of 2 and 8 keys per
+  // thread; shared mode.
+  {
+    const Lens lng{{1, 1, 2, 1}, {140000, 70000, 200000, 500}};
+    c.push_back(block_topk_case(attn(lng, 64, 4, 128, 128, 1, 16, kBF16)));
+    AttnParams p = attn(lng, 8, 2, 64, 64, 128, 8, kBF16);
+    p.n_sink = 2;
+    p.n_local = 2;
+    c.push_back(block_topk_case(p));
+    c.push_back(block_topk_case(attn({{1, 1}, {190000, 1024000}}, 8, 1, 64, 64, 1, 128, kBF16, SelectionMode::shared)));
+    c.push_back(block_topk_case(attn({{1}, {2000000}}, 8, 2, 64, 64, 1, 100, kBF16)));
+  }
 }
 
 void add_full_other(CaseList& c) {
