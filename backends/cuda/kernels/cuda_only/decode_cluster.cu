@@ -26,6 +26,8 @@
 // decode_attention.cu runs); MSA_CUDA_DECODE_CLUSTER_SIZE=n (1, 2, 4, 8, 16) forces C.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -76,8 +78,10 @@ __device__ __forceinline__ void cluster_sync_all() {
 
 // grid: groups x C (rank fastest), clusters of C along x. Group = (query block, KV head,
 // row chunk = token of the query block).
-template <int DT, int NS>
-__global__ void __launch_bounds__(kThreads, 1) cluster_decode_kernel(const ClParams cp) {
+// OCC: CTAs per SM the kernel is built for. 1: q fragments in registers, up to 6 stages;
+// 2: <= 128 registers (q fragments re-read from shared memory), 3 stages.
+template <int DT, int NS, int OCC>
+__global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClParams cp) {
   using L = ClLayout<NS>;
   const SparseParams& p = cp.sp;
   using T = typename Elem<DT>::T;
@@ -162,8 +166,9 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_decode_kernel(const ClPar
     *reinterpret_cast<uint4*>(smem + L::Q_OFF + r * kRowB + ((ch ^ (r & 7)) << 4)) = ldg16(qg);
   }
   __syncthreads();
-  uint32_t qa[kD / 16][4];
-  load_q_frags<kD>(sbase + L::Q_OFF, lane, kD / 16, qa);
+  constexpr bool kHoldQ = OCC == 1;
+  uint32_t qa[kHoldQ ? kD / 16 : 1][4];
+  if constexpr (kHoldQ) load_q_frags<kD>(sbase + L::Q_OFF, lane, kD / 16, qa);
 
   // ---- main loop over the halves ----
   const int gq = lane >> 2, qd = lane & 3;  // mma group (row) and thread in group
@@ -185,7 +190,8 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_decode_kernel(const ClPar
       act = kb < nk;
       if (act) {  // one token: rows gq and gq + 8 see the same keys
         float sacc[2][4];
-        warp_qk<DT, kD>(qa, buf, kb, lane, kD / 16, sacc);
+        if constexpr (kHoldQ) warp_qk<DT, kD>(qa, buf, kb, lane, kD / 16, sacc);
+        else warp_qk_smem_q<DT, kD>(sbase + L::Q_OFF, buf, kb, lane, kD / 16, sacc);
         online_softmax<DT, kD>(sacc, [&](int kw, int) { return kb + kw < nk; }, cp.scale_log2, m_run, l_run, o, pa,
                                lane);
       }
@@ -300,25 +306,33 @@ bool pdl_enabled() {
   static const bool on = env_int("MSA_CUDA_DECODE_PDL", 1) != 0;
   return on;
 }
+// CTAs per SM the kernel is built for (1 or 2).
+int occupancy_mode() {
+  static const int n = env_int("MSA_CUDA_DECODE_CLUSTER_OCC", 1) == 2 ? 2 : 1;
+  return n;
+}
+// MSA_CUDA_DECODE_CLUSTER_LOG=1: each new launch geometry and, every 4096 launches, the
+// mean host time of the launch call, on stderr.
+bool log_enabled() {
+  static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER_LOG", 0) != 0;
+  return on;
+}
 
 std::atomic<bool> pdl_with_clusters{true};
 
-// Stages for E blocks per rank: every half in flight at once where it fits (2E + 1).
-int stages_for(int E) { return E == 1 ? 3 : (E == 2 ? 5 : 6); }
+// Stages for E blocks per rank: every half in flight at once where it fits (2E + 1); 3
+// for two CTAs per SM.
+int stages_for(int E, int occ) { return occ == 2 || E == 1 ? 3 : (E == 2 ? 5 : 6); }
 
-template <int DT, int NS>
-constexpr auto kernel_of() {
-  return &cluster_decode_kernel<DT, NS>;
-}
-
-// Runs fn(kernel, smem bytes) with the instantiation for (dt, NS).
+// Runs fn(kernel, smem bytes) with the instantiation for (dt, NS, occ).
 template <class F>
-void with_kernel(hal::DType dt, int NS, F&& fn) {
+void with_kernel(hal::DType dt, int NS, int occ, F&& fn) {
   const auto pick = [&](auto dt_tag) {
     constexpr int DT = decltype(dt_tag)::value;
-    if (NS == 3) fn(kernel_of<DT, 3>(), ClLayout<3>::BYTES);
-    else if (NS == 5) fn(kernel_of<DT, 5>(), ClLayout<5>::BYTES);
-    else fn(kernel_of<DT, 6>(), ClLayout<6>::BYTES);
+    if (occ == 2) fn(&cluster_decode_kernel<DT, 3, 2>, ClLayout<3>::BYTES);
+    else if (NS == 3) fn(&cluster_decode_kernel<DT, 3, 1>, ClLayout<3>::BYTES);
+    else if (NS == 5) fn(&cluster_decode_kernel<DT, 5, 1>, ClLayout<5>::BYTES);
+    else fn(&cluster_decode_kernel<DT, 6, 1>, ClLayout<6>::BYTES);
   };
   if (dt == hal::DType::bf16) pick(std::integral_constant<int, kBF16>{});
   else pick(std::integral_constant<int, kF16>{});
@@ -367,6 +381,20 @@ int max_clusters(KernelPtr k, int smem, int C, int device) {
   return n;
 }
 
+void log_launch(int64_t groups, int C, int E, int NS, int occ, int fit, int smem, bool pdl,
+                std::chrono::steady_clock::duration host) {
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int, int, int>, int> seen;
+  static double sum_us = 0;
+  static long n = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen[{groups, C, E, occ}]++ == 0)
+    std::fprintf(stderr, "decode_cluster: groups %lld, C %d, E %d, NS %d, %d CTA/SM, %d clusters fit, smem %d, pdl %d\n",
+                 static_cast<long long>(groups), C, E, NS, occ, fit, smem, pdl ? 1 : 0);
+  sum_us += std::chrono::duration<double, std::micro>(host).count();
+  if (++n % 4096 == 0) std::fprintf(stderr, "decode_cluster: mean launch call %.2f us over %ld\n", sum_us / n, n);
+}
+
 }  // namespace
 
 bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType dt) {
@@ -383,11 +411,12 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
 
   int kpow = 1;
   while (kpow < sp.k) kpow *= 2;
+  const int occ = occupancy_mode();
   int C = forced_cluster_size();
   const bool forced = C != 0;
   if (!forced) {
     C = 1;
-    while (C * 2 <= std::min(kMaxC, kpow) && groups * C * 2 <= pr.sm_count) C *= 2;
+    while (C * 2 <= std::min(kMaxC, kpow) && groups * C * 2 <= int64_t{occ} * pr.sm_count) C *= 2;
   }
   ClParams p;
   p.sp = sp;
@@ -398,7 +427,7 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
     p.E = (sp.k + C - 1) / C;
     KernelPtr kern = nullptr;
     int smem = 0;
-    with_kernel(dt, stages_for(p.E), [&](KernelPtr k, int bytes) {
+    with_kernel(dt, stages_for(p.E, occ), occ, [&](KernelPtr k, int bytes) {
       kern = k;
       smem = bytes;
     });
@@ -423,6 +452,7 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = pdl_enabled() && pdl_with_clusters.load() ? 2 : 1;
+    const auto t0 = std::chrono::steady_clock::now();
     cudaError_t err = cudaLaunchKernelEx(&cfg, kern, p);
     if (err != cudaSuccess && cfg.numAttrs == 2) {
       // A driver that refuses programmatic launch together with clusters: launch plain,
@@ -434,6 +464,8 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
     }
     MSA_CUDA_CHECK(err);
     MSA_CUDA_CHECK_LAUNCH();
+    if (log_enabled()) log_launch(groups, C, p.E, stages_for(p.E, occ), occ, fit, smem, cfg.numAttrs == 2,
+                                  std::chrono::steady_clock::now() - t0);
     return true;
   }
 }

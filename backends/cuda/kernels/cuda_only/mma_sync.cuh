@@ -97,9 +97,9 @@ __device__ __forceinline__ void load_q_frags(uint32_t qbase, int lane, int dstep
 }
 
 // sacc = Q K^T for the warp's keys: sacc[n][e] is row gq + 8 (e / 2), key kb + 8 n + 2 (lane % 4) + e % 2.
-template <int DT, int DP>
-__device__ __forceinline__ void warp_qk(const uint32_t (&qa)[DP / 16][4], uint32_t kbuf, int kb, int lane, int dsteps,
-                                        float (&sacc)[2][4]) {
+// qf(kk, a) yields the A fragments of q for k-step kk.
+template <int DT, int DP, class QFrag>
+__device__ __forceinline__ void warp_qk_with(QFrag qf, uint32_t kbuf, int kb, int lane, int dsteps, float (&sacc)[2][4]) {
 #pragma unroll
   for (int n = 0; n < 2; ++n) sacc[n][0] = sacc[n][1] = sacc[n][2] = sacc[n][3] = 0.0f;
   const int key = kb + (lane & 7) + ((lane >> 4) << 3);
@@ -108,12 +108,40 @@ __device__ __forceinline__ void warp_qk(const uint32_t (&qa)[DP / 16][4], uint32
   for (int kk = 0; kk < DP / 16; ++kk) {
     if (kk < dsteps) {
       const int ch = 2 * kk + ((lane >> 3) & 1);
-      uint32_t b0, b1, b2, b3;
+      uint32_t a[4], b0, b1, b2, b3;
+      qf(kk, a);
       ldsm_x4(krow + ((ch ^ (key & 7)) << 4), b0, b1, b2, b3);
-      mma16816<DT>(sacc[0], qa[kk], b0, b1);
-      mma16816<DT>(sacc[1], qa[kk], b2, b3);
+      mma16816<DT>(sacc[0], a, b0, b1);
+      mma16816<DT>(sacc[1], a, b2, b3);
     }
   }
+}
+// With q's fragments held in registers (load_q_frags).
+template <int DT, int DP>
+__device__ __forceinline__ void warp_qk(const uint32_t (&qa)[DP / 16][4], uint32_t kbuf, int kb, int lane, int dsteps,
+                                        float (&sacc)[2][4]) {
+  warp_qk_with<DT, DP>(
+      [&](int kk, uint32_t(&a)[4]) {
+        a[0] = qa[kk][0];
+        a[1] = qa[kk][1];
+        a[2] = qa[kk][2];
+        a[3] = qa[kk][3];
+      },
+      kbuf, kb, lane, dsteps, sacc);
+}
+// With q's fragments read from shared memory (qbase, as for load_q_frags) at every use:
+// 32 registers fewer.
+template <int DT, int DP>
+__device__ __forceinline__ void warp_qk_smem_q(uint32_t qbase, uint32_t kbuf, int kb, int lane, int dsteps,
+                                               float (&sacc)[2][4]) {
+  const int r = (lane & 7) + (((lane >> 3) & 1) << 3);
+  const uint32_t qrow = qbase + r * (DP * 2);
+  warp_qk_with<DT, DP>(
+      [&](int kk, uint32_t(&a)[4]) {
+        const int ch = 2 * kk + (lane >> 4);
+        ldsm_x4(qrow + ((ch ^ (r & 7)) << 4), a[0], a[1], a[2], a[3]);
+      },
+      kbuf, kb, lane, dsteps, sacc);
 }
 
 // Online softmax (base 2) over the warp's 16 keys: ok(key within the warp's 16, row half
