@@ -15,15 +15,21 @@
 // partial (O, max, sum) in rank order and writes those rows of out and lse once. A second
 // cluster barrier keeps every CTA's shared memory alive until its readers are done.
 // Deterministic (fixed merge order, no atomics), no workspace, no allocation, no host
-// sync: graph-capturable. Launched with programmatic dependent launch like the split-KV
-// kernel (MSA_CUDA_DECODE_PDL=0 turns it off).
+// sync: graph-capturable. Programmatic dependent launch only with
+// MSA_CUDA_DECODE_CLUSTER_PDL=1 (it measured slower here, see pdl_enabled).
 //
 // Cluster size: the largest power of two <= 16 (and <= the next power of two >= k) whose
 // grid (groups x C CTAs, one per SM at most) fits the SMs, lowered while the occupancy
 // calculator says fewer clusters than groups can be resident at once. B = 8 at the
 // reference shapes: 32 groups x C = 4 (4 blocks per CTA, 128 CTAs); B = 1: 4 x 16.
 // MSA_CUDA_DECODE_CLUSTER=0 turns this kernel off (the split-KV kernel of
-// decode_attention.cu runs); MSA_CUDA_DECODE_CLUSTER_SIZE=n (1, 2, 4, 8, 16) forces C.
+// decode_attention.cu runs); MSA_CUDA_DECODE_CLUSTER_SIZE=n (1, 2, 4, 8, 16) forces C;
+// MSA_CUDA_DECODE_CLUSTER_OCC=2 builds for two CTAs per SM (3 stages, q re-read from
+// shared memory); MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry.
+// Measured on the H200 (bench/NOTES.md, v5): clusters of 4 at one CTA per SM do not all
+// fit (30 of 32 at B = 8), so B = 8 runs C = 2 on 64 SMs; under ncu this kernel and the v4
+// kernel both take 20-23 us at B = 8, 1M (32 MiB): neither is near the 8 us of HBM, and
+// what bounds both is not yet known (see NOTES).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -302,8 +308,11 @@ int forced_cluster_size() {
   static const int c = env_int("MSA_CUDA_DECODE_CLUSTER_SIZE", 0);
   return (c == 1 || c == 2 || c == 4 || c == 8 || c == 16) ? c : 0;
 }
+// Programmatic dependent launch: off unless MSA_CUDA_DECODE_CLUSTER_PDL=1. On the H200
+// (second run, bench/NOTES.md v5) B = 8 at 1M took 43.4 us queued with it and 27.8
+// without (B = 1: 42.5 / 27.7), while the v4 kernel gains 1-2 us from it.
 bool pdl_enabled() {
-  static const bool on = env_int("MSA_CUDA_DECODE_PDL", 1) != 0;
+  static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER_PDL", 0) != 0 && env_int("MSA_CUDA_DECODE_PDL", 1) != 0;
   return on;
 }
 // CTAs per SM the kernel is built for (1 or 2).
