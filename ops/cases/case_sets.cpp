@@ -191,6 +191,31 @@ void add_full_attention(CaseList& c) {
     for (int Qb : {1, 64}) c.push_back(sparse_attention_case(attn({{128}, {700}}, 8, 2, 64, 64, Qb, 4, kBF16)));
     c.push_back(dense_attention_case(attn({{128}, {700}}, 4, 2, 64, 64, 1, 0, kF16)));
   }
+  // The sm_90 cluster decode kernel (G = 16, D = Bs = 128): B = 8 with mixed lengths
+  // (fewer valid blocks than k: -1 padding; a one-token sequence; a partial last block),
+  // out-of-range and empty selections, k not a multiple of the cluster size (5, 12, 20),
+  // k = 64, f16, shared mode, several tokens of a sequence (causal limit inside a block),
+  // and Qb = 64 (one cluster per token of a query block; more groups than SMs: C = 1).
+  {
+    const Lens b8{std::vector<int32_t>(8, 1), {3000, 129, 1, 128, 2500, 700, 4100, 257}};
+    auto m3 = [](Lens l, int Qb, int k, DType t = kBF16, SelectionMode m = SelectionMode::per_kv_head) {
+      return attn(std::move(l), 64, 4, 128, 128, Qb, k, t, m);
+    };
+    c.push_back(sparse_attention_case(m3(b8, 1, 16)));
+    c.push_back(sparse_attention_case(m3(b8, 1, 5)));
+    AttnParams p = m3(b8, 1, 16);
+    p.oob_idx = true;
+    c.push_back(sparse_attention_case(p));
+    p = m3(b8, 1, 16);
+    p.empty_sel = true;
+    c.push_back(sparse_attention_case(p));
+    for (int k : {12, 20}) c.push_back(sparse_attention_case(m3({{1, 1}, {3000, 2000}}, 1, k)));
+    c.push_back(sparse_attention_case(m3({{1}, {9000}}, 1, 64)));
+    c.push_back(sparse_attention_case(m3({{1, 1, 1}, {1500, 300, 2200}}, 1, 16, kF16)));
+    c.push_back(sparse_attention_case(m3({{1, 1, 1}, {1500, 300, 2200}}, 1, 16, kBF16, SelectionMode::shared)));
+    c.push_back(sparse_attention_case(m3({{3, 1}, {1000, 300}}, 1, 4)));
+    c.push_back(sparse_attention_case(m3({{40}, {2000}}, 64, 4)));
+  }
   // Dense.
   for (const auto& g : groups) c.push_back(dense_attention_case(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 0, kF32)));
   for (int D : {64, 80, 128})
@@ -287,6 +312,20 @@ void add_full_selection(CaseList& c) {
   for (const Lens& l : {kEmpty, kShort, kDecodeVarlen, kMixed, kEmptySeq}) {
     c.push_back(block_topk_case(attn(l, 8, 2, 64, 64, 1, 1, kBF16)));
     c.push_back(block_topk_case(attn(l, 8, 2, 64, 64, 1, 16, kBF16)));  // k >= blocks
+  }
+  // Long rows (> 1024 blocks): GPU backends cut a row into chunks and merge them. Ties,
+  // NaN, -inf, +-0 and mostly dead rows; a short row (nvalid <= k) in the same call; sinks
+  // and a local window spanning blocks (Qb = 128); k = 128 with chunks of 2 and 8 keys per
+  // thread; shared mode.
+  {
+    const Lens lng{{1, 1, 2, 1}, {140000, 70000, 200000, 500}};
+    c.push_back(block_topk_case(attn(lng, 64, 4, 128, 128, 1, 16, kBF16)));
+    AttnParams p = attn(lng, 8, 2, 64, 64, 128, 8, kBF16);
+    p.n_sink = 2;
+    p.n_local = 2;
+    c.push_back(block_topk_case(p));
+    c.push_back(block_topk_case(attn({{1, 1}, {190000, 1024000}}, 8, 1, 64, 64, 1, 128, kBF16, SelectionMode::shared)));
+    c.push_back(block_topk_case(attn({{1}, {2000000}}, 8, 2, 64, 64, 1, 100, kBF16)));
   }
 }
 

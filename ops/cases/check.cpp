@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,9 +34,14 @@ double ratio(double e, double t) {
 
 }  // namespace
 
-int run_check(hal::Device& dev, std::string_view set, std::string_view op_filter, std::ostream& out) {
+int run_check(hal::Device& dev, std::string_view set, std::string_view op_filter, std::ostream& out,
+              const std::string& match) {
   const auto t0 = std::chrono::steady_clock::now();
   CaseList cases = make_cases(set, op_filter);
+  if (!match.empty()) {
+    const std::regex re(match);
+    std::erase_if(cases, [&](const auto& c) { return !std::regex_search(c->vars(), re); });
+  }
   auto ref = hal::create_device("cpu-ref");
   std::map<std::string, OpRow> rows;
   std::vector<std::string> order;

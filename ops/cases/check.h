@@ -1,6 +1,7 @@
 // `msa check`: runs a case set on a device against cpu-ref and prints one row per op.
 #pragma once
 #include <ostream>
+#include <string>
 #include <string_view>
 
 #include "hal/device.h"
@@ -11,6 +12,8 @@ namespace msa::cases {
 // separated op names) on `dev`, each against a fresh cpu-ref device, and prints a table:
 // op, cases, passed, skipped, worst error, tolerance; then every failing case with its
 // vars() and message, and every skip reason once. Returns the number of failed cases.
-int run_check(hal::Device& dev, std::string_view set, std::string_view op_filter, std::ostream& out);
+// `match` (ECMAScript regex, "" = all) keeps only the cases whose vars() contain a match.
+int run_check(hal::Device& dev, std::string_view set, std::string_view op_filter, std::ostream& out,
+              const std::string& match = "");
 
 }  // namespace msa::cases

@@ -23,14 +23,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <type_traits>
 
 #include "backends/cuda/kernels/portable/attention_kernels.cuh"
+#include "backends/cuda/kernels/cuda_only/mma_sync.cuh"
 #include "backends/cuda/kernels/portable/attention_launch.cuh"
 
 namespace msa::cuda {
 namespace {
+using namespace dec;
 
 constexpr int kDecThreads = 128;           // 4 warps
 constexpr int kDecWarps = kDecThreads / 32;
@@ -71,73 +72,6 @@ struct DecLayout {
   static constexpr int W_OFF = kDecWarps * 16 * CROW * 4;
   static_assert(W_OFF + 2 * kDecMaxSplits * 16 * 4 <= kDecStages * STAGE, "combine area");
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-// c += a (16x16, row) * b (16x8, col), f32 accumulate.
-template <int DT>
-__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  if constexpr (DT == kBF16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-// Two floats rounded to nearest even into one 32-bit register (lo in the low half).
-template <int DT>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  uint32_t r;
-  if constexpr (DT == kBF16) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // one cvt.rn.bf16x2.f32
-    __builtin_memcpy(&r, &h, sizeof(r));
-  } else {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    __builtin_memcpy(&r, &h, sizeof(r));
-  }
-  return r;
-}
-
-// Four floats rounded to DT, one 8-byte store (p 8-byte aligned).
-template <int DT>
-__device__ __forceinline__ void store4(typename Elem<DT>::T* p, float4 v) {
-  *reinterpret_cast<uint2*>(p) = make_uint2(pack2<DT>(v.x, v.y), pack2<DT>(v.z, v.w));
-}
-
-// Validated page id (or -1, flag raised) from a raw block_table value.
-__device__ __forceinline__ int checked_page(const Batch& bt, int raw) {
-  if (raw < 0 || raw >= bt.P) {
-    raise_flag(bt.flag, kErrPageId, bt.op);
-    return -1;
-  }
-  return raw;
-}
 
 // grid: groups x S (split fastest). Sparse groups: NQ x Hkv x row chunks; dense groups:
 // token-chunk slots ((T + B (tpc - 1)) / tpc) x Hkv.
@@ -316,16 +250,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   }
   __syncthreads();
   uint32_t qa[DP / 16][4];
-  {
-    const int r = (lane & 7) + (((lane >> 3) & 1) << 3);
-    const uint32_t qrow = sbase + L::Q_OFF + r * L::ROWB;
-#pragma unroll
-    for (int kk = 0; kk < DP / 16; ++kk) {
-      const int ch = 2 * kk + (lane >> 4);
-      if (kk < dsteps) ldsm_x4(qrow + ((ch ^ (r & 7)) << 4), qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3]);
-      else qa[kk][0] = qa[kk][1] = qa[kk][2] = qa[kk][3] = 0u;
-    }
-  }
+  load_q_frags<DP>(sbase + L::Q_OFF, lane, dsteps, qa);
 
   // ---- main loop ----
   const int gq = lane >> 2, qd = lane & 3;  // mma group (row) and thread-in-group
@@ -360,85 +285,12 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
     if (kb < nk) {  // warp-uniform
       const uint32_t ks = sbase + st * L::STAGE, vs = ks + L::TILE;
       float sacc[2][4];
-#pragma unroll
-      for (int n = 0; n < 2; ++n) sacc[n][0] = sacc[n][1] = sacc[n][2] = sacc[n][3] = 0.0f;
-      {
-        const int key = kb + (lane & 7) + ((lane >> 4) << 3);
-        const uint32_t krow = ks + key * L::ROWB;
-#pragma unroll
-        for (int kk = 0; kk < DP / 16; ++kk) {
-          if (kk < dsteps) {
-            const int ch = 2 * kk + ((lane >> 3) & 1);
-            uint32_t b0, b1, b2, b3;
-            ldsm_x4(krow + ((ch ^ (key & 7)) << 4), b0, b1, b2, b3);
-            mma16816<DT>(sacc[0], qa[kk], b0, b1);
-            mma16816<DT>(sacc[1], qa[kk], b2, b3);
-          }
-        }
-      }
-      // Online softmax (base 2) over this warp's 16 keys; rows gq and gq + 8.
-      float mt[2] = {ninf, ninf};
-#pragma unroll
-      for (int n = 0; n < 2; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int kl = kb + 8 * n + 2 * qd + (e & 1);
-          const bool ok = kl < nk && kpos0 + kl <= ((e >> 1) ? lim1 : lim0);
-          const float v = ok ? sacc[n][e] * p.scale_log2 : ninf;
-          sacc[n][e] = v;
-          mt[e >> 1] = fmaxf(mt[e >> 1], v);
-        }
-      float alpha[2];
-      bool rescale = false;  // O is still zero while m_run is -inf: no rescale needed
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], 1));
-        mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], 2));
-        const float mn = fmaxf(m_run[h], mt[h]);
-        alpha[h] = mn == ninf ? 1.0f : exp2f(m_run[h] - mn);
-        rescale = rescale || (alpha[h] != 1.0f && m_run[h] != ninf);
-        m_run[h] = mn;
-      }
-      float ps[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int n = 0; n < 2; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float v = sacc[n][e];
-          const float pv = v == ninf ? 0.0f : exp2f(v - m_run[e >> 1]);
-          sacc[n][e] = pv;
-          ps[e >> 1] += pv;
-        }
-      l_run[0] = l_run[0] * alpha[0] + ps[0];
-      l_run[1] = l_run[1] * alpha[1] + ps[1];
-      if (__any_sync(0xffffffffu, rescale)) {
-#pragma unroll
-        for (int n = 0; n < DP / 8; ++n) {
-          o[n][0] *= alpha[0];
-          o[n][1] *= alpha[0];
-          o[n][2] *= alpha[1];
-          o[n][3] *= alpha[1];
-        }
-      }
+      warp_qk<DT, DP>(qa, ks, kb, lane, dsteps, sacc);
       uint32_t pa[4];
-      pa[0] = pack2<DT>(sacc[0][0], sacc[0][1]);
-      pa[1] = pack2<DT>(sacc[0][2], sacc[0][3]);
-      pa[2] = pack2<DT>(sacc[1][0], sacc[1][1]);
-      pa[3] = pack2<DT>(sacc[1][2], sacc[1][3]);
-      {
-        const int key = kb + (lane & 7) + (((lane >> 3) & 1) << 3);
-        const uint32_t vrow = vs + key * L::ROWB;
-#pragma unroll
-        for (int dp = 0; dp < DP / 16; ++dp) {
-          if (dp < dsteps) {
-            const int ch = 2 * dp + (lane >> 4);
-            uint32_t v0, v1, v2, v3;
-            ldsm_x4_t(vrow + ((ch ^ (key & 7)) << 4), v0, v1, v2, v3);
-            mma16816<DT>(o[2 * dp], pa, v0, v1);
-            mma16816<DT>(o[2 * dp + 1], pa, v2, v3);
-          }
-        }
-      }
+      online_softmax<DT, DP>(
+          sacc, [&](int kw, int h) { return kb + kw < nk && kpos0 + kb + kw <= (h ? lim1 : lim0); }, p.scale_log2,
+          m_run, l_run, o, pa, lane);
+      warp_pv<DT, DP>(pa, vs, kb, lane, dsteps, o);
     }
   }
   cp_async_wait<0>();
@@ -450,29 +302,12 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   __syncthreads();  // the stage area is free for the combine
 
   // ---- combine the 4 warps (fixed order) ----
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 1);
-    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 2);
-  }
-  if (qd == 0) {
-    s_m[warp][gq] = m_run[0];
-    s_m[warp][gq + 8] = m_run[1];
-    s_l[warp][gq] = l_run[0];
-    s_l[warp][gq + 8] = l_run[1];
-  }
+  publish_stats(m_run, l_run, s_m[warp], s_l[warp], lane);
   __syncthreads();
   float* cb = reinterpret_cast<float*>(smem);  // [warp][16][CROW]
   {
     float f[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = gq + 8 * h;
-      float M = ninf;
-#pragma unroll
-      for (int w = 0; w < kDecWarps; ++w) M = fmaxf(M, s_m[w][r]);
-      f[h] = m_run[h] == ninf ? 0.0f : exp2f(m_run[h] - M);
-    }
+    warp_factors<kDecWarps>(s_m, m_run, lane, f);
     float* mine = cb + warp * 16 * L::CROW;
 #pragma unroll
     for (int n = 0; n < DP / 8; ++n) {
@@ -482,13 +317,8 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
     }
   }
   if (tid < 16) {
-    float M = ninf;
-#pragma unroll
-    for (int w = 0; w < kDecWarps; ++w) M = fmaxf(M, s_m[w][tid]);
-    float l = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kDecWarps; ++w)
-      if (s_m[w][tid] != ninf) l += s_l[w][tid] * exp2f(s_m[w][tid] - M);
+    float M, l;
+    merged_stats<kDecWarps>(s_m, s_l, tid, M, l);
     const bool empty = !(l > 0.0f);
     s_rl[tid] = empty ? 0.0f : 1.0f / l;  // 1 / l (0: empty row, output 0)
     s_rm[tid] = empty ? ninf : (M + log2f(l)) * 0.69314718055994531f;  // lse
@@ -622,12 +452,6 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
 // Environment knobs, read once: MSA_CUDA_DECODE=0 turns these kernels off (the older
 // kernels run), MSA_CUDA_DECODE_PDL=0 launches without programmatic dependent launch,
 // MSA_CUDA_DECODE_CTAS_PER_SM=n (1..8, default 2) sets the split-KV target grid.
-int env_int(const char* name, int dflt) {
-  const char* e = std::getenv(name);
-  if (e == nullptr || *e == 0) return dflt;
-  if (std::strcmp(e, "off") == 0) return 0;
-  return std::atoi(e);
-}
 bool decode_enabled() {
   static const bool on = env_int("MSA_CUDA_DECODE", 1) != 0;
   return on;
@@ -651,19 +475,6 @@ bool decode_ok(const Stream& st, hal::DType dt, int D, int T, const void* q, con
   return a16(q) && a16(kc) && a16(vc) && a16(out);
 }
 
-// One counter slot per stream (streams beyond kCtrSlots use the old kernels).
-int counter_slot(cudaStream_t s) {
-  static std::mutex mu;
-  static cudaStream_t seen[kCtrSlots] = {};
-  static int n = 0;
-  std::lock_guard<std::mutex> lock(mu);
-  for (int i = 0; i < n; ++i)
-    if (seen[i] == s) return i;
-  if (n == kCtrSlots) return -1;
-  seen[n] = s;
-  return n++;
-}
-
 // Splits: enough blocks for one resident wave (2 per SM), at most `units` tiles and
 // kDecMaxSplits, rounded so no split is empty.
 int decode_splits(int64_t groups, int64_t units, const DeviceProps& pr) {
@@ -679,7 +490,7 @@ template <bool kDense>
 bool launch_decode(Stream& st, DecParams& p, hal::DType dt, int64_t groups) {
   if (groups <= 0) return true;
   if (p.S > 1) {
-    p.slot = counter_slot(st.native());
+    p.slot = stream_slot(st.native(), kCtrSlots);  // streams beyond kCtrSlots use the old kernels
     if (p.slot < 0) return false;
     split_buffers(st, p.S, int64_t{p.bt.T} * p.Hq, p.D, p.o);
   }
@@ -740,6 +551,7 @@ DecParams decode_params(const OpParams& a) {
 bool launch_decode_sparse(Stream& st, const SparseParams& sp, hal::DType dt) {
   if (!decode_ok(st, dt, sp.D, sp.bt.T, sp.q, sp.kc, sp.vc, sp.o.out) || sp.k > kDecThreads) return false;
   if (sp.Hs != 1 && sp.Hs != sp.Hkv) return false;
+  if (launch_decode_sparse_cluster(st, sp, dt)) return true;  // sm_90, G = 16, D = Bs = 128
   DecParams p = decode_params(sp);
   p.bidx = sp.bidx;
   p.NQ = sp.NQ;

@@ -11,9 +11,13 @@
 // dims as long as A and B agree. Lane (g = lane / 4, t = lane % 4) loads 16 contiguous
 // bytes of key rows g and g + 8 (bf16: 8 dims, two k-steps; fp8: 16 dims, four k-steps)
 // and uses them as its A fragments; the B fragments hold the same dims of qi for head g.
-// fp8 keys become f16 holding value / 2^8 (exact, branch-free bit trick); the 2^8 and the
-// softmax scale multiply the f32 result, with the per-token ki_scale. A NaN in a key slot
-// past kv_len only reaches its own row of the product, which is masked.
+// fp8 keys become f16 exactly: on sm_89+ by the hardware cvt (one instruction per two
+// keys), before that as value / 2^8 by a branch-free bit trick (the 2^8 goes into the
+// scale); the softmax scale and the per-token ki_scale multiply the f32 result. A NaN in a
+// key slot past kv_len only reaches its own row of the product, which is masked.
+// fp8 steps take two 16-key tiles, their keys and scales loaded before any is used: with
+// one tile (2 KiB per warp in flight, then a dependent ki_scale load) the fp8 path was
+// latency-bound at ~40% of bandwidth while bf16 (4 KiB per tile) ran at ~98%.
 #include <algorithm>
 #include <cfloat>
 #include <cstdlib>
@@ -57,19 +61,30 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Two e4m3 bytes (in the high byte of each 16-bit half) -> f16x2 of value / 2^8; the NaN
-// pattern (magnitude 0x7f) stays NaN. Same trick as the portable kernel.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+// sm_89+: the hardware conversion, one instruction per two keys, exact (every e4m3 value,
+// NaN included, is an f16 value). Keys keep their value: factor 1.
+constexpr float kFp8Unit = 1.0f;
+// Dims {0,1} and {2,3} of a word of four fp8 keys, as f16x2 (low half = lower dim).
+__device__ __forceinline__ void fp8x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+}
+#else
+// Before sm_89: two e4m3 bytes (in the high byte of each 16-bit half) -> f16x2 of
+// value / 2^8; the NaN pattern (magnitude 0x7f) stays NaN. Same trick as the portable
+// kernel; the 2^8 goes into the logit scale.
+constexpr float kFp8Unit = 256.0f;
 __device__ __forceinline__ uint32_t fp8x2_to_f16x2_div256(uint32_t u) {
   const uint32_t nan = (((u & 0x7f007f00u) + 0x01000100u) & 0x80008000u) >> 1;
   return (u & 0x80008000u) | ((u >> 1) & 0x3f803f80u) | nan;
 }
-// Dims {0,1} and {2,3} of a word of four fp8 keys, as f16x2 (low half = lower dim).
-__device__ __forceinline__ uint32_t fp8_lo(uint32_t w) {
-  return fp8x2_to_f16x2_div256(((w & 0xffu) << 8) | ((w & 0xff00u) << 16));
+__device__ __forceinline__ void fp8x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  lo = fp8x2_to_f16x2_div256(__byte_perm(w, 0u, 0x1404));  // bytes 0, 1 -> high bytes of the halves
+  hi = fp8x2_to_f16x2_div256(__byte_perm(w, 0u, 0x3424));  // bytes 2, 3
 }
-__device__ __forceinline__ uint32_t fp8_hi(uint32_t w) {
-  return fp8x2_to_f16x2_div256(((w & 0xff0000u) >> 8) | (w & 0xff000000u));
-}
+#endif
 
 // Running pool of one head's logits: max, or (max, sum of exp) for log-sum-exp.
 struct Pool {
@@ -102,6 +117,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
   constexpr int DPL = 16 / KB;                 // dims per 16-byte load
   constexpr int NL = DI / (4 * DPL);           // loads per row per lane (4 lanes per row)
   constexpr int KS = DPL / 4;                  // k-steps per load (4 dims per lane per k-step)
+  constexpr int KT = KFP8 ? 2 : 1;             // 16-key tiles per step
   static_assert(NL >= 1 && NL * 4 * DPL == DI, "Di must be a multiple of 4 x 16 bytes");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
@@ -138,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
           b[l][s][h] = lo | (hi << 16);
         }
   }
-  const float lscale = KFP8 ? p.scale * 256.0f : p.scale;
+  const float lscale = KFP8 ? p.scale * kFp8Unit : p.scale;
 
   for (int c = wid; c < MB; c += nw) {
     float* orow = p.out + qb * int64_t{p.Hi} * MB + c;
@@ -147,46 +163,59 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
     Pool pool[2];
     if (page >= 0) {
       const uint8_t* kb = p.ki + page * Bs * int64_t{DI} * KB;
-      for (int r0 = 0; r0 <= lim; r0 += 16) {
-        uint4 raw[2][NL];
+      const float* ksc = p.ki_scale != nullptr ? p.ki_scale + page * Bs : nullptr;
+      // KT tiles of 16 keys per step, all loads (keys and their scales) issued before any
+      // use: fp8 tiles are half the bytes of bf16 ones, so two of them keep as many bytes
+      // in flight per warp (the fp8 path was latency-bound with one).
+      for (int r0 = 0; r0 <= lim; r0 += 16 * KT) {
+        uint4 raw[KT][2][NL];
+        float ks[KT][2];
 #pragma unroll
-        for (int half = 0; half < 2; ++half)
+        for (int u = 0; u < KT; ++u) {
+          const bool tile = r0 + 16 * u <= lim;  // warp-uniform; rows stay inside the block
 #pragma unroll
-          for (int l = 0; l < NL; ++l)
-            raw[half][l] = __ldg(reinterpret_cast<const uint4*>(kb + (int64_t{r0 + g + 8 * half} * DI +
-                                                                       l * 4 * DPL + t * DPL) * KB));
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          for (int half = 0; half < 2; ++half) {
+            const int row = r0 + 16 * u + g + 8 * half;
 #pragma unroll
-        for (int l = 0; l < NL; ++l) {
-          const uint32_t w0[4] = {raw[0][l].x, raw[0][l].y, raw[0][l].z, raw[0][l].w};
-          const uint32_t w1[4] = {raw[1][l].x, raw[1][l].y, raw[1][l].z, raw[1][l].w};
-#pragma unroll
-          for (int s = 0; s < KS; ++s) {
-            uint32_t a[4];
-            if constexpr (KFP8) {  // word s: dims 4s..4s+3 of this lane's 16
-              a[0] = fp8_lo(w0[s]);
-              a[1] = fp8_lo(w1[s]);
-              a[2] = fp8_hi(w0[s]);
-              a[3] = fp8_hi(w1[s]);
-              mma_f16(acc, a, b[l][s][0], b[l][s][1]);
-            } else {  // words 2s, 2s+1: dims 4s..4s+3 of this lane's 8
-              a[0] = w0[2 * s];
-              a[1] = w1[2 * s];
-              a[2] = w0[2 * s + 1];
-              a[3] = w1[2 * s + 1];
-              mma_bf16(acc, a, b[l][s][0], b[l][s][1]);
-            }
+            for (int l = 0; l < NL; ++l)
+              raw[u][half][l] = tile ? __ldg(reinterpret_cast<const uint4*>(kb + (int64_t{row} * DI + l * 4 * DPL + t * DPL) * KB))
+                                     : make_uint4(0u, 0u, 0u, 0u);
+            ks[u][half] = (tile && ksc != nullptr) ? __ldg(ksc + row) : 1.0f;
           }
         }
-        // acc: rows (keys) g and g + 8, columns (heads) 2t and 2t + 1.
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = r0 + g + 8 * half;
-          if (row > lim) continue;
-          float f = lscale;
-          if (p.ki_scale != nullptr) f *= p.ki_scale[page * Bs + row];
-          pool[0].add(acc[2 * half] * f, p.pool_lse);
-          pool[1].add(acc[2 * half + 1] * f, p.pool_lse);
+        for (int u = 0; u < KT; ++u) {
+          if (r0 + 16 * u > lim) break;
+          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+          for (int l = 0; l < NL; ++l) {
+            const uint32_t w0[4] = {raw[u][0][l].x, raw[u][0][l].y, raw[u][0][l].z, raw[u][0][l].w};
+            const uint32_t w1[4] = {raw[u][1][l].x, raw[u][1][l].y, raw[u][1][l].z, raw[u][1][l].w};
+#pragma unroll
+            for (int s = 0; s < KS; ++s) {
+              uint32_t a[4];
+              if constexpr (KFP8) {  // word s: dims 4s..4s+3 of this lane's 16
+                fp8x4_to_f16x2(w0[s], a[0], a[2]);
+                fp8x4_to_f16x2(w1[s], a[1], a[3]);
+                mma_f16(acc, a, b[l][s][0], b[l][s][1]);
+              } else {  // words 2s, 2s+1: dims 4s..4s+3 of this lane's 8
+                a[0] = w0[2 * s];
+                a[1] = w1[2 * s];
+                a[2] = w0[2 * s + 1];
+                a[3] = w1[2 * s + 1];
+                mma_bf16(acc, a, b[l][s][0], b[l][s][1]);
+              }
+            }
+          }
+          // acc: rows (keys) g and g + 8, columns (heads) 2t and 2t + 1.
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int row = r0 + 16 * u + g + 8 * half;
+            if (row > lim) continue;
+            const float f = lscale * ks[u][half];
+            pool[0].add(acc[2 * half] * f, p.pool_lse);
+            pool[1].add(acc[2 * half + 1] * f, p.pool_lse);
+          }
         }
       }
     }

@@ -270,6 +270,10 @@ bool launch_tc_patch(Stream& st, const PatchParams& p, unsigned grid, hal::DType
 // everything but S / o.part_*: the launcher picks its own splits and workspace.
 bool launch_decode_sparse(Stream& st, const SparseParams& p, hal::DType dt);
 bool launch_decode_dense(Stream& st, const DenseParams& p, hal::DType dt);
+// sm_90 decode kernel for G = 16, D = 128, Bs = 128 (kernels/cuda_only/decode_cluster.cu:
+// a thread-block cluster per token and KV head, merged through distributed shared
+// memory); called by launch_decode_sparse, returns false for what it does not cover.
+bool launch_decode_sparse_cluster(Stream& st, const SparseParams& p, hal::DType dt);
 #else
 inline bool launch_tc_sparse(Stream&, const SparseParams&, unsigned, hal::DType) { return false; }
 inline bool launch_tc_dense(Stream&, const DenseParams&, unsigned, hal::DType) { return false; }

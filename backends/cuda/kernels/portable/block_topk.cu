@@ -1,11 +1,25 @@
-// block_topk: one thread block per (query block, selection head) row; never a host
-// round trip. Forced blocks (sinks, local window) are taken first; the remaining
-// r = k - forced slots go to the highest-scoring valid blocks, exactly and
-// deterministically: scores become ordered uint32 keys (NaN as -inf, -0 as +0; -inf is
-// never selected), and the r-th largest key is found by at most three rounds of a
-// 2048-bin histogram over the shrinking key range [kmin, kmax]; equal keys at the
-// threshold go to the lowest block indices (an ordered block scan). The chosen blocks
-// are written in ascending order, padded with -1. Keys live in shared memory.
+// block_topk: never a host round trip. Forced blocks (sinks, local window) are taken
+// first; the remaining r = k - forced slots go to the highest-scoring valid blocks, exactly
+// and deterministically: scores become ordered uint32 keys (NaN as -inf, -0 as +0; -inf is
+// never selected); equal keys at the threshold go to the lowest block indices. The chosen
+// blocks are written in ascending order, padded with -1.
+//
+// Two kernels. Many rows (prefill): one thread block per (query block, selection head)
+// row, keys in shared memory, the r-th largest key found by at most three rounds of a
+// 2048-bin histogram over the shrinking key range, then an ordered block scan.
+// Few long rows (decode: B x Hs rows of up to 8K blocks at 1M): each row is cut into S
+// chunks of <= 2048 blocks, one thread block per chunk keeps its chunk's k best (forced
+// blocks carry the largest key, so they are always kept: at most k of them exist) with a
+// 4-pass 8-bit radix select held in registers, writes them in block order to the stream's
+// workspace and counts itself in on a per-row arrival counter; the chunk that arrives
+// last selects the row's k best among the S x k candidates with the same select (the
+// union of the chunks' k best holds the row's k best; candidate order is block order, so
+// ties still go to the lower block) and resets the counter. One launch, no float atomics,
+// identical results whatever the arrival order. MSA_TOPK_SPLIT=0 turns this path off.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
@@ -25,6 +39,38 @@ struct TopkParams {
   int Hs = 1, n = 0, Qb = 1, k = 1, n_sink = 0, n_local = 1;
 };
 
+// A row's valid blocks and forced blocks (sinks, local window).
+struct RowInfo {
+  int nvalid = 0, sink_end = 0, loc_lo = 0, loc_hi = -1;
+  bool has_local = false;
+  __device__ bool forced(int c) const { return c < sink_end || (has_local && c >= loc_lo && c <= loc_hi); }
+};
+
+// Fills `ri` and returns true when the row needs a selection. Otherwise (no query in the
+// block: all -1; nvalid <= k: blocks 0..nvalid-1) the answer is fixed: written by this
+// thread block when `write`, and false is returned. Call with every thread.
+__device__ bool row_setup(const TopkParams& p, const QBlock& q, int64_t row, bool write, RowInfo& ri) {
+  int32_t* out = p.idx + row * p.k;
+  int fixed = -1;  // blocks 0..fixed-1 when the answer is fixed
+  if (q.ntok <= 0) {
+    fixed = 0;
+  } else {
+    const int Bs = p.bt.Bs, p1 = q.p0 + q.ntok - 1;
+    ri.nvalid = min(p1 / Bs + 1, p.n);
+    if (ri.nvalid <= p.k) fixed = ri.nvalid;
+    ri.sink_end = min(p.n_sink, ri.nvalid);
+    ri.has_local = p.n_local > 0;
+    ri.loc_lo = max(0, q.p0 / Bs - p.n_local + 1);
+    ri.loc_hi = min(p1 / Bs, ri.nvalid - 1);
+  }
+  if (fixed < 0) return true;
+  if (write) {
+    for (int i = threadIdx.x; i < p.k; i += blockDim.x) out[i] = i < fixed ? i : -1;
+    if (threadIdx.x == 0) p.cnt[row] = fixed;
+  }
+  return false;
+}
+
 __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
   extern __shared__ uint32_t keys[];
   __shared__ int hist[kBins];
@@ -40,25 +86,11 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
   const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
   const QBlock q = locate_qblock(cbt, p.Qb, qb, p.NQ, blockIdx.x == 0);
-  if (q.ntok <= 0) {
-    for (int i = tid; i < p.k; i += kThreads) out[i] = -1;
-    if (tid == 0) p.cnt[row] = 0;
-    return;
-  }
-  const int Bs = p.bt.Bs;
-  const int p1 = q.p0 + q.ntok - 1;
-  const int nvalid = min(p1 / Bs + 1, p.n);
-  if (nvalid <= p.k) {
-    for (int i = tid; i < p.k; i += kThreads) out[i] = i < nvalid ? i : -1;
-    if (tid == 0) p.cnt[row] = nvalid;
-    return;
-  }
-  // Forced: [0, sink_end) and [loc_lo, loc_hi].
-  const int sink_end = min(p.n_sink, nvalid);
-  const bool has_local = p.n_local > 0;
-  const int loc_lo = max(0, q.p0 / Bs - p.n_local + 1), loc_hi = min(p1 / Bs, nvalid - 1);
-  auto forced = [&](int c) { return c < sink_end || (has_local && c >= loc_lo && c <= loc_hi); };
-  const int nforced = sink_end + (has_local ? max(0, loc_hi - max(loc_lo, sink_end) + 1) : 0);
+  RowInfo ri;
+  if (!row_setup(p, q, row, true, ri)) return;
+  const int nvalid = ri.nvalid;
+  auto forced = [&](int c) { return ri.forced(c); };
+  const int nforced = ri.sink_end + (ri.has_local ? max(0, ri.loc_hi - max(ri.loc_lo, ri.sink_end) + 1) : 0);
   const int r = max(0, p.k - nforced);
 
   // Candidate keys (0 = not a candidate).
@@ -178,6 +210,216 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
   if (tid == 0) p.cnt[row] = total;
 }
 
+// ---- few long rows: chunks of a row in parallel, merged by the last chunk ----------------
+constexpr int kSplitThreads = 256;      // >= kSelBins: a thread per histogram bin
+constexpr int kSelBins = 256;           // 8-bit radix digits
+constexpr int kSplitMaxPer = 8;         // keys per thread: chunks and merges of <= 2048 keys
+constexpr int kSplitMaxS = 64;          // chunks per row (and S * k <= 2048: the merge)
+constexpr int kSplitMaxK = 128;
+constexpr int kTopkSlots = 8;           // streams with their own arrival counters
+constexpr int kTopkRowsPerSlot = 4096;  // rows per call on the split path
+static_assert(kSplitThreads >= kSelBins, "one bin per thread");
+static_assert(kSplitMaxK * 2 <= kSplitThreads * kSplitMaxPer, "a merge of two chunks fits the registers");
+
+// Per-row arrival counters: [slot][row]; zero at load, reset to zero by the merging chunk.
+__device__ unsigned int g_topk_ctr[kTopkSlots * kTopkRowsPerSlot];
+
+struct SplitArgs {
+  int S = 1;                     // chunks per row
+  int chunk = 1;                 // blocks per chunk
+  uint32_t* cand_key = nullptr;  // [rows][S][k] (0: no candidate)
+  int32_t* cand_idx = nullptr;   // [rows][S][k]
+  int slot = 0;                  // this stream's counters: g_topk_ctr[slot][row]
+};
+
+struct SelScratch {
+  int hist[kSelBins];
+  int scan[kSplitThreads / kWarp + 1];
+  int found_bin, found_above;
+};
+
+// Thread t holds the keys of positions t * PER .. t * PER + PER - 1 (0 = no candidate).
+// Returns, as a bit per key, whether it is among the `k` largest keys of the block, equal
+// keys going to the lower position. Exact: an 8-bit radix select over 4 passes finds the
+// k-th largest key K* and how many keys equal to K* are taken. Call with every thread.
+template <int PER>
+__device__ unsigned select_top(const uint32_t (&key)[PER], int k, SelScratch& sc) {
+  const int tid = threadIdx.x;
+  int mine = 0;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) mine += key[i] != 0u ? 1 : 0;
+  int ncand = 0;
+  block_excl_scan(mine, sc.scan, &ncand);
+  uint32_t thr = 0u;  // keys > thr are taken (all candidates when they are at most k)
+  int need = 0;       // and the first `need` keys equal to thr
+  if (ncand > k) {
+    need = k;
+    uint32_t prefix = 0u, mask = 0u;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      for (int i = tid; i < kSelBins; i += blockDim.x) sc.hist[i] = 0;
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < PER; ++i)
+        if (key[i] != 0u && (key[i] & mask) == prefix) atomicAdd(&sc.hist[(key[i] >> shift) & 0xffu], 1);
+      __syncthreads();
+      // Thread t owns bin 255 - t: "above" counts the keys of the higher bins.
+      const int cnt = tid < kSelBins ? sc.hist[kSelBins - 1 - tid] : 0;
+      int dummy;
+      const int above = block_excl_scan(cnt, sc.scan, &dummy);
+      if (tid < kSelBins && above < need && above + cnt >= need) {
+        sc.found_bin = kSelBins - 1 - tid;
+        sc.found_above = above;
+      }
+      __syncthreads();
+      need -= sc.found_above;
+      prefix |= static_cast<uint32_t>(sc.found_bin) << shift;
+      mask |= 0xffu << shift;
+      __syncthreads();  // hist and found_* are reused by the next pass
+    }
+    thr = prefix;
+  }
+  int eq = 0;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) eq += (need > 0 && key[i] == thr) ? 1 : 0;
+  int dummy;
+  int rank = block_excl_scan(eq, sc.scan, &dummy);
+  unsigned take = 0u;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    bool t = key[i] != 0u && key[i] > thr;
+    if (need > 0 && key[i] == thr) t = rank++ < need;
+    take |= (t ? 1u : 0u) << i;
+  }
+  return take;
+}
+
+// Writes the taken values in position order to dst[0..total), dst_key likewise when given;
+// returns the count. Call with every thread.
+template <int PER, class V>
+__device__ int compact_taken(unsigned take, const V (&val)[PER], V* dst, const uint32_t (*key)[PER],
+                             uint32_t* dst_key, SelScratch& sc) {
+  int total = 0;
+  int pos = block_excl_scan(__popc(take), sc.scan, &total);
+#pragma unroll
+  for (int i = 0; i < PER; ++i)
+    if ((take >> i) & 1u) {
+      dst[pos] = val[i];
+      if (dst_key != nullptr) dst_key[pos] = (*key)[i];
+      ++pos;
+    }
+  return total;
+}
+
+// grid: rows x S (chunk fastest). PER: keys per thread of a chunk (chunk <= 256 PER).
+template <int PER>
+__global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p, SplitArgs sa) {
+  __shared__ SelScratch sc;
+  __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
+  __shared__ int s_last;
+  const int64_t row = blockIdx.x / sa.S;
+  const int part = static_cast<int>(blockIdx.x % sa.S);
+  const int64_t qb = row / p.Hs;
+  const int tid = threadIdx.x;
+  int32_t* out = p.idx + row * p.k;
+
+  const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
+  const QBlock q = locate_qblock(cbt, p.Qb, qb, p.NQ, blockIdx.x == 0);
+  // Rows without a selection to make are written by chunk 0 alone (no counting).
+  RowInfo ri;
+  if (!row_setup(p, q, row, part == 0, ri)) return;
+
+  // This chunk's keys: forced blocks get the largest key (no score maps to it).
+  const int c0 = part * sa.chunk, c1 = min(ri.nvalid, c0 + sa.chunk);
+  const float* srow = p.score + row * int64_t{p.n};
+  uint32_t key[PER];
+  int32_t blk[PER];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int c = c0 + tid * PER + i;
+    uint32_t kk = 0u;
+    if (c < c1) {
+      if (ri.forced(c)) {
+        kk = 0xffffffffu;
+      } else {
+        kk = ordered_key(srow[c]);
+        if (kk <= 0x007fffffu) kk = 0u;  // -inf (and NaN): never selected
+      }
+    }
+    key[i] = kk;
+    blk[i] = c;
+  }
+  const int64_t cbase = (row * sa.S + part) * int64_t{p.k};
+  {
+    const unsigned take = select_top<PER>(key, p.k, sc);
+    const int n = compact_taken<PER, int32_t>(take, blk, sa.cand_idx + cbase, &key, sa.cand_key + cbase, sc);
+    for (int i = n + tid; i < p.k; i += blockDim.x) {
+      sa.cand_key[cbase + i] = 0u;
+      sa.cand_idx[cbase + i] = -1;
+    }
+  }
+
+  // Arrival: the last chunk of the row merges (the others' candidates are visible to it).
+  __threadfence();
+  __syncthreads();
+  unsigned int* ctr = g_topk_ctr + int64_t{sa.slot} * kTopkRowsPerSlot + row;
+  if (tid == 0) s_last = atomicAdd(ctr, 1u) == static_cast<unsigned>(sa.S - 1) ? 1 : 0;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  const int M = sa.S * p.k;  // <= kSplitThreads * kSplitMaxPer
+  const volatile uint32_t* ck = sa.cand_key + row * int64_t{M};
+  const volatile int32_t* ci = sa.cand_idx + row * int64_t{M};
+  uint32_t mk[kSplitMaxPer];
+  int32_t mi[kSplitMaxPer];
+#pragma unroll
+  for (int i = 0; i < kSplitMaxPer; ++i) {
+    const int j = tid * kSplitMaxPer + i;
+    mk[i] = j < M ? ck[j] : 0u;
+    mi[i] = j < M ? ci[j] : -1;
+  }
+  const unsigned take = select_top<kSplitMaxPer>(mk, p.k, sc);
+  const int total = compact_taken<kSplitMaxPer, int32_t>(take, mi, out, nullptr, nullptr, sc);
+  for (int i = total + tid; i < p.k; i += blockDim.x) out[i] = -1;
+  if (tid == 0) {
+    p.cnt[row] = total;
+    *ctr = 0u;  // every chunk of the row has counted: ready for the next launch
+  }
+}
+
+bool split_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("MSA_TOPK_SPLIT");
+    return e == nullptr || *e == 0 || (std::strcmp(e, "0") != 0 && std::strcmp(e, "off") != 0);
+  }();
+  return on;
+}
+
+// The split path for few long rows; false (nothing launched) where the row kernel runs.
+bool launch_split(Stream& st, const TopkParams& p, int64_t rows) {
+  if (!split_enabled() || p.k > kSplitMaxK || p.n <= 1024 || rows > 2 * int64_t{st.props().sm_count} ||
+      rows > kTopkRowsPerSlot)
+    return false;
+  SplitArgs sa;
+  // Chunks of ~512 blocks (2 keys per thread), fewer where the merge (S x k candidates)
+  // would not fit.
+  sa.S = std::min({kSplitMaxS, (p.n + 511) / 512, (kSplitThreads * kSplitMaxPer) / p.k});
+  if (sa.S < 2) return false;
+  sa.chunk = (p.n + sa.S - 1) / sa.S;
+  if (sa.chunk > kSplitThreads * kSplitMaxPer) return false;
+  sa.slot = stream_slot(st.native(), kTopkSlots);
+  if (sa.slot < 0) return false;
+  const int64_t M = rows * sa.S * int64_t{p.k};
+  char* ws = static_cast<char*>(st.workspace(static_cast<size_t>(M) * 8 + 256));
+  sa.cand_key = reinterpret_cast<uint32_t*>(ws);
+  sa.cand_idx = reinterpret_cast<int32_t*>(ws + M * 4);
+  const unsigned grid = static_cast<unsigned>(rows * sa.S);
+  if (sa.chunk <= kSplitThreads * 2) topk_split_kernel<2><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  else if (sa.chunk <= kSplitThreads * 4) topk_split_kernel<4><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  else topk_split_kernel<kSplitMaxPer><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  MSA_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 }  // namespace
 
 void block_topk(hal::Stream& s, const ops::BlockTopkArgs& a) {
@@ -204,6 +446,7 @@ void block_topk(hal::Stream& s, const ops::BlockTopkArgs& a) {
   p.k = a.k;
   p.n_sink = a.n_sink;
   p.n_local = a.n_local;
+  if (launch_split(st, p, a.NQ * Hs)) return;
   const size_t smem = static_cast<size_t>(std::max(p.n, 1)) * sizeof(uint32_t);
   // Sized for the largest row the kernel accepts, so the attribute is set once.
   allow_smem<topk_kernel>(static_cast<int>(kTopkMaxBlocks * sizeof(uint32_t)), st.props().index);

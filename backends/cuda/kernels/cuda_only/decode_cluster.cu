@@ -1,0 +1,482 @@
+// CUDA-only (sm_90) decode sparse_block_attention for the reference shapes: GQA group of
+// 16 query heads, head dim 128, KV blocks of 128 tokens, bf16/f16 (the M3 configuration).
+//
+// Latency first. One thread-block cluster of C CTAs serves one (query token, KV head); CTA
+// (rank r) takes E = ceil(k / C) of the k selected blocks, i.e. the (page, KV head) slabs
+// of 32 KiB of K and 32 KiB of V, which are contiguous. Each slab is one "half": a whole
+// rank's halves (up to NS - 1 of them, NS = 3 / 5 / 6 stages of 32 KiB) are requested at
+// once with cp.async (16 bytes per thread and instruction, rows past the valid keys zero-
+// filled by the copy: cache slack, NaN included, is never read), so a CTA has up to
+// 160 KiB in flight from its first microsecond. 8 warps: warp w takes keys 16w..16w+15
+// of every block, S = Q K^T and O += P V on mma.sync m16n8k16 (the 16 heads are M), an
+// online softmax per warp, P rounded to the input dtype, O in registers. The 8 warps are
+// combined in shared memory (fixed order), then the C ranks through distributed shared
+// memory: after a cluster barrier rank r reads rows [r*16/C, (r+1)*16/C) of every rank's
+// partial (O, max, sum) in rank order and writes those rows of out and lse once. A second
+// cluster barrier keeps every CTA's shared memory alive until its readers are done.
+// Deterministic (fixed merge order, no atomics), no workspace, no allocation, no host
+// sync: graph-capturable. Programmatic dependent launch only with
+// MSA_CUDA_DECODE_CLUSTER_PDL=1 (it measured slower here, see pdl_enabled).
+//
+// Cluster size: the largest power of two <= 16 (and <= the next power of two >= k) whose
+// grid (groups x C CTAs, one per SM at most) fits the SMs, lowered while the occupancy
+// calculator says fewer clusters than groups can be resident at once. B = 8 at the
+// reference shapes: 32 groups x C = 4 (4 blocks per CTA, 128 CTAs); B = 1: 4 x 16.
+// MSA_CUDA_DECODE_CLUSTER=0 turns this kernel off (the split-KV kernel of
+// decode_attention.cu runs); MSA_CUDA_DECODE_CLUSTER_SIZE=n (1, 2, 4, 8, 16) forces C;
+// MSA_CUDA_DECODE_CLUSTER_OCC=2 builds for two CTAs per SM (3 stages, q re-read from
+// shared memory); MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry.
+// Measured on the H200 (bench/NOTES.md, v5): clusters of 4 at one CTA per SM do not all
+// fit (30 of 32 at B = 8), so B = 8 runs C = 2 on 64 SMs; under ncu this kernel and the v4
+// kernel both take 20-23 us at B = 8, 1M (32 MiB): neither is near the 8 us of HBM, and
+// what bounds both is not yet known (see NOTES).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "backends/cuda/kernels/cuda_only/mma_sync.cuh"
+#include "backends/cuda/kernels/portable/attention_kernels.cuh"
+#include "backends/cuda/kernels/portable/attention_launch.cuh"
+
+namespace msa::cuda {
+namespace {
+using namespace dec;
+
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr int kBs = 128;                 // keys per KV block
+constexpr int kD = 128;                  // head dim
+constexpr int kGrp = 16;                 // query rows (heads of one GQA group)
+constexpr int kRowB = kD * 2;            // bytes per K/V/Q row
+constexpr int kHalf = kBs * kRowB;       // one K or V slab: 32 KiB
+constexpr int kMaxE = 128;               // blocks per rank (k <= 128)
+constexpr int kMaxC = 16;
+constexpr int kMaxT = 512;               // larger calls keep the other kernels
+static_assert(kWarps * 16 == kBs, "warp w owns keys 16w..16w+15 of a block");
+
+// The op's parameters (SparseParams: S and o.part_* unused) and the cluster geometry.
+struct ClParams {
+  SparseParams sp;
+  int C = 1, E = 1;  // cluster size, blocks per rank
+  int guess_b = 0;   // NQ == B: query block qb is probably sequence qb
+  float scale_log2 = 1.0f;
+};
+
+template <int NS>
+struct ClLayout {
+  static constexpr int Q_OFF = NS * kHalf;               // [16][256 B] q rows (swizzled)
+  static constexpr int XROW = kD + 4;                    // floats per export row
+  static constexpr int X_OFF = Q_OFF + kGrp * kRowB;     // [16][XROW] f32: this CTA's O
+  static constexpr int ML_OFF = X_OFF + kGrp * XROW * 4; // [2][16]: its max (base 2), sum
+  static constexpr int BYTES = ML_OFF + 2 * kGrp * 4;
+  // After the main loop the stage area holds the 8 warps' O in fragment order.
+  static_assert(NS * kHalf >= kWarps * kGrp * kD * 4, "combine area");
+};
+
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// grid: groups x C (rank fastest), clusters of C along x. Group = (query block, KV head,
+// row chunk = token of the query block).
+// OCC: CTAs per SM the kernel is built for. 1: q fragments in registers, up to 6 stages;
+// 2: <= 128 registers (q fragments re-read from shared memory), 3 stages.
+template <int DT, int NS, int OCC>
+__global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClParams cp) {
+  using L = ClLayout<NS>;
+  const SparseParams& p = cp.sp;
+  using T = typename Elem<DT>::T;
+  extern __shared__ __align__(128) char smem[];
+  __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
+  __shared__ int s_page[kMaxE], s_nk[kMaxE];  // this rank's blocks: page, keys to use (0: none)
+  __shared__ float s_m[kWarps][kGrp], s_l[kWarps][kGrp];
+  __shared__ float s_cm[kGrp], s_cl[kGrp], s_cw[kGrp];  // cluster merge: [rank][row] (C x 16/C)
+  __shared__ float s_fm[kGrp], s_fl[kGrp];
+
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+  const float ninf = __int_as_float(0xff800000u);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int C = cp.C;
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(C));
+  int64_t x = blockIdx.x / static_cast<unsigned>(C);
+  const int rc = static_cast<int>(x % p.nrc);
+  x /= p.nrc;
+  const int g = static_cast<int>(x % p.Hkv);
+  const int64_t qb = x / p.Hkv;
+
+  // This rank's entries and (speculatively: query block qb = sequence qb) their pages are
+  // loaded while the batch scan runs.
+  const int e0 = rank * cp.E;
+  const int ne = max(0, min(p.k, e0 + cp.E) - e0);
+  const int32_t* entries = p.bidx + (qb * p.Hs + (p.Hs == 1 ? 0 : g)) * int64_t{p.k};
+  int c_raw = -1, pg_raw = -1;
+  if (tid < ne) {
+    c_raw = entries[e0 + tid];
+    if (cp.guess_b && c_raw >= 0 && c_raw < p.bt.max_blocks) pg_raw = p.bt.block_table[qb * p.bt.max_blocks + c_raw];
+  }
+  const Batch bt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
+  const QBlock q = locate_qblock(bt, p.Qb, qb, p.NQ, blockIdx.x == 0);
+  if (q.ntok <= rc) return;  // no token here: uniform over the cluster (no cluster barrier yet)
+  const int b = q.b, kv = q.kv;
+  const int64_t tok = q.t0 + rc;
+  const int lim = min(kv - 1, q.p0 + rc);  // last visible position
+  if (tid < ne) {
+    int nk = 0, pg = -1;
+    if (c_raw >= 0 && c_raw < (kv + kBs - 1) / kBs) {  // else: contributes nothing
+      const bool have_pg = cp.guess_b && b == qb;
+      pg = checked_page(p.bt, have_pg ? pg_raw : p.bt.block_table[int64_t{b} * p.bt.max_blocks + c_raw]);
+      if (pg >= 0) nk = max(0, min(kBs, lim - c_raw * kBs + 1));
+    }
+    s_page[tid] = pg;
+    s_nk[tid] = nk;
+  }
+  __syncthreads();
+
+  // ---- copies: half h = block h / 2, K (h even) or V (h odd), into stage h % NS ----
+  const uint32_t sbase = smem_u32(smem);
+  const int nh = 2 * ne;
+  // Thread tid copies 16-byte chunk ch_t of rows key_t + 16 i (i < 8); the swizzle
+  // (chunk ^ row & 7) is the same for all of them.
+  const int ch_t = tid % 16, key_t = tid / 16;
+  const int64_t goff_t = int64_t{key_t} * kRowB + ch_t * 16;
+  const uint32_t soff_t = key_t * kRowB + ((ch_t ^ (key_t & 7)) << 4);
+  auto issue = [&](int h) {
+    if (h < nh) {
+      const int j = h >> 1, nk = s_nk[j];
+      if (nk > 0) {
+        const char* src = ((h & 1) ? p.vc : p.kc) + (int64_t{s_page[j]} * p.Hkv + g) * kHalf + goff_t;
+        const uint32_t dst = sbase + (h % NS) * kHalf + soff_t;
+#pragma unroll
+        for (int i = 0; i < kBs / 16; ++i) {
+          const bool in = key_t + 16 * i < nk;  // else zero-fill, nothing read
+          cp_async16(dst + i * 16 * kRowB, src + (in ? i * 16 * kRowB : 0), in ? 16 : 0);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int s = 0; s < NS - 1; ++s) issue(s);
+
+  // ---- q rows -> shared (swizzled) -> A fragments ----
+  {
+    const int r = tid / 16, ch = tid % 16;
+    const char* qg = static_cast<const char*>(p.q) + (tok * p.Hq + g * kGrp + r) * kRowB + ch * 16;
+    *reinterpret_cast<uint4*>(smem + L::Q_OFF + r * kRowB + ((ch ^ (r & 7)) << 4)) = ldg16(qg);
+  }
+  __syncthreads();
+  constexpr bool kHoldQ = OCC == 1;
+  uint32_t qa[kHoldQ ? kD / 16 : 1][4];
+  if constexpr (kHoldQ) load_q_frags<kD>(sbase + L::Q_OFF, lane, kD / 16, qa);
+
+  // ---- main loop over the halves ----
+  const int gq = lane >> 2, qd = lane & 3;  // mma group (row) and thread in group
+  const int kb = warp * 16;                 // this warp's keys in every block
+  float m_run[2] = {ninf, ninf}, l_run[2] = {0.0f, 0.0f};
+  float o[kD / 8][4];
+#pragma unroll
+  for (int n = 0; n < kD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  uint32_t pa[4] = {0u, 0u, 0u, 0u};
+  bool act = false;  // this warp has keys in the current block (warp-uniform)
+
+  for (int h = 0; h < nh; ++h) {
+    cp_async_wait<NS - 2>();
+    __syncthreads();  // half h has landed for every thread; stage (h - 1) % NS is free
+    issue(h + NS - 1);
+    const int nk = s_nk[h >> 1];
+    const uint32_t buf = sbase + (h % NS) * kHalf;
+    if ((h & 1) == 0) {
+      act = kb < nk;
+      if (act) {  // one token: rows gq and gq + 8 see the same keys
+        float sacc[2][4];
+        if constexpr (kHoldQ) warp_qk<DT, kD>(qa, buf, kb, lane, kD / 16, sacc);
+        else warp_qk_smem_q<DT, kD>(sbase + L::Q_OFF, buf, kb, lane, kD / 16, sacc);
+        online_softmax<DT, kD>(sacc, [&](int kw, int) { return kb + kw < nk; }, cp.scale_log2, m_run, l_run, o, pa,
+                               lane);
+      }
+    } else if (act) {
+      warp_pv<DT, kD>(pa, buf, kb, lane, kD / 16, o);
+    }
+  }
+  cp_async_wait<0>();
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+  __syncthreads();  // every warp is done with the stages: they hold the combine now
+
+  // ---- combine the 8 warps (fixed order) into this CTA's partial: X = O, M, sum ----
+  publish_stats(m_run, l_run, s_m[warp], s_l[warp], lane);
+  __syncthreads();
+  float* xo = reinterpret_cast<float*>(smem + L::X_OFF);    // [16][XROW]
+  float* xml = reinterpret_cast<float*>(smem + L::ML_OFF);  // [0..15] max, [16..31] sum
+  {
+    float f[2];
+    warp_factors<kWarps>(s_m, m_run, lane, f);
+    // Fragment order: element e of n-tile n of lane l at [warp][n * 4 + e][l] (the stores
+    // and the column sums below are conflict-free).
+    float* cw = reinterpret_cast<float*>(smem) + warp * (kD / 8) * 4 * 32;
+#pragma unroll
+    for (int n = 0; n < kD / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) cw[(n * 4 + e) * 32 + lane] = o[n][e] * f[e >> 1];
+  }
+  if (tid < kGrp) merged_stats<kWarps>(s_m, s_l, tid, xml[tid], xml[kGrp + tid]);
+  __syncthreads();
+  {
+    // Position f = tid + 256 i holds (n * 4 + e) = f / 32 = warp + 8 i and lane l = lane:
+    // row l / 4 + 8 (e / 2), dim 8 n + 2 (l % 4) + e % 2.
+    const float* cw = reinterpret_cast<const float*>(smem);
+    constexpr int kPerWarp = (kD / 8) * 4 * 32;
+#pragma unroll
+    for (int i = 0; i < kPerWarp / kThreads; ++i) {
+      const int fpos = tid + kThreads * i;
+      float s = cw[fpos];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) s += cw[w * kPerWarp + fpos];
+      const int ne4 = fpos / 32, n = ne4 >> 2, e = ne4 & 3;
+      const int row = gq + 8 * (e >> 1), d = 8 * n + 2 * qd + (e & 1);
+      xo[row * L::XROW + d] = s;
+    }
+  }
+
+  // ---- merge the C ranks' partials through distributed shared memory ----
+  cluster_sync_all();  // every rank's X, max and sum are written and visible
+  const int rows_per = kGrp / C;
+  if (tid < kGrp) {  // (source rank s, row) pairs: C x rows_per = 16
+    const int s = tid / rows_per, row = rank * rows_per + tid % rows_per;
+    const float* rml = static_cast<const float*>(__cluster_map_shared_rank(xml, static_cast<unsigned>(s)));
+    s_cm[tid] = rml[row];
+    s_cl[tid] = rml[kGrp + row];
+  }
+  __syncthreads();
+  if (tid < rows_per) {
+    float M = ninf;
+    for (int s = 0; s < C; ++s) M = fmaxf(M, s_cm[s * rows_per + tid]);
+    float l = 0.0f;
+    for (int s = 0; s < C; ++s) {
+      const float ms = s_cm[s * rows_per + tid];
+      const float w = ms == ninf ? 0.0f : exp2f(ms - M);
+      s_cw[s * rows_per + tid] = w;
+      l += w * s_cl[s * rows_per + tid];
+    }
+    s_fm[tid] = M;
+    s_fl[tid] = l;
+  }
+  __syncthreads();
+  if (tid < rows_per * 16) {  // (row, 8-dim segment)
+    const int rr = tid / 16, seg = tid % 16, row = rank * rows_per + rr;
+    const int64_t oid = tok * p.Hq + g * kGrp + row;
+    T* out = static_cast<T*>(p.o.out) + oid * kD + seg * 8;
+    const float M = s_fm[rr], l = s_fl[rr];
+    if (M == ninf || !(l > 0.0f)) {
+      store4<DT>(out, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+      store4<DT>(out + 4, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+      if (seg == 0) p.o.lse[oid] = ninf;
+    } else {
+      float4 a0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), a1 = a0;
+      const float* mine = xo + row * L::XROW + seg * 8;
+#pragma unroll 4
+      for (int s = 0; s < C; ++s) {
+        const float w = s_cw[s * rows_per + rr];
+        const float* src = static_cast<const float*>(__cluster_map_shared_rank(mine, static_cast<unsigned>(s)));
+        const float4 x0 = *reinterpret_cast<const float4*>(src);
+        const float4 x1 = *reinterpret_cast<const float4*>(src + 4);
+        a0 = make_float4(fmaf(w, x0.x, a0.x), fmaf(w, x0.y, a0.y), fmaf(w, x0.z, a0.z), fmaf(w, x0.w, a0.w));
+        a1 = make_float4(fmaf(w, x1.x, a1.x), fmaf(w, x1.y, a1.y), fmaf(w, x1.z, a1.z), fmaf(w, x1.w, a1.w));
+      }
+      const float inv = 1.0f / l;
+      store4<DT>(out, make_float4(a0.x * inv, a0.y * inv, a0.z * inv, a0.w * inv));
+      store4<DT>(out + 4, make_float4(a1.x * inv, a1.y * inv, a1.z * inv, a1.w * inv));
+      if (seg == 0) p.o.lse[oid] = (M + log2f(l)) * 0.69314718055994531f;
+    }
+  }
+  cluster_sync_all();  // no CTA leaves while another still reads its shared memory
+}
+
+bool cluster_enabled() {
+  static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER", 1) != 0;
+  return on;
+}
+int forced_cluster_size() {
+  static const int c = env_int("MSA_CUDA_DECODE_CLUSTER_SIZE", 0);
+  return (c == 1 || c == 2 || c == 4 || c == 8 || c == 16) ? c : 0;
+}
+// Programmatic dependent launch: off unless MSA_CUDA_DECODE_CLUSTER_PDL=1. On the H200
+// (second run, bench/NOTES.md v5) B = 8 at 1M took 43.4 us queued with it and 27.8
+// without (B = 1: 42.5 / 27.7), while the v4 kernel gains 1-2 us from it.
+bool pdl_enabled() {
+  static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER_PDL", 0) != 0 && env_int("MSA_CUDA_DECODE_PDL", 1) != 0;
+  return on;
+}
+// CTAs per SM the kernel is built for (1 or 2).
+int occupancy_mode() {
+  static const int n = env_int("MSA_CUDA_DECODE_CLUSTER_OCC", 1) == 2 ? 2 : 1;
+  return n;
+}
+// MSA_CUDA_DECODE_CLUSTER_LOG=1: each new launch geometry and, every 4096 launches, the
+// mean host time of the launch call, on stderr.
+bool log_enabled() {
+  static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER_LOG", 0) != 0;
+  return on;
+}
+
+std::atomic<bool> pdl_with_clusters{true};
+
+// Stages for E blocks per rank: every half in flight at once where it fits (2E + 1); 3
+// for two CTAs per SM.
+int stages_for(int E, int occ) { return occ == 2 || E == 1 ? 3 : (E == 2 ? 5 : 6); }
+
+// Runs fn(kernel, smem bytes) with the instantiation for (dt, NS, occ).
+template <class F>
+void with_kernel(hal::DType dt, int NS, int occ, F&& fn) {
+  const auto pick = [&](auto dt_tag) {
+    constexpr int DT = decltype(dt_tag)::value;
+    if (occ == 2) fn(&cluster_decode_kernel<DT, 3, 2>, ClLayout<3>::BYTES);
+    else if (NS == 3) fn(&cluster_decode_kernel<DT, 3, 1>, ClLayout<3>::BYTES);
+    else if (NS == 5) fn(&cluster_decode_kernel<DT, 5, 1>, ClLayout<5>::BYTES);
+    else fn(&cluster_decode_kernel<DT, 6, 1>, ClLayout<6>::BYTES);
+  };
+  if (dt == hal::DType::bf16) pick(std::integral_constant<int, kBF16>{});
+  else pick(std::integral_constant<int, kF16>{});
+}
+
+using KernelPtr = void (*)(ClParams);
+
+// Once per kernel and device: dynamic shared memory and non-portable cluster sizes.
+void prepare(KernelPtr k, int smem, int device) {
+  static std::mutex mu;
+  static std::map<std::pair<KernelPtr, int>, bool> done;
+  std::lock_guard<std::mutex> lock(mu);
+  if (done[{k, device}]) return;
+  MSA_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  MSA_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  done[{k, device}] = true;
+}
+
+// Clusters of C CTAs that can be resident at once (cached per kernel, C and device).
+int max_clusters(KernelPtr k, int smem, int C, int device) {
+  static std::mutex mu;
+  static std::map<std::tuple<KernelPtr, int, int>, int> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto it = cache.find({k, C, device});
+    if (it != cache.end()) return it->second;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(C));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(C);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it, treat as "does not fit"
+    n = 0;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  cache[{k, C, device}] = n;
+  return n;
+}
+
+void log_launch(int64_t groups, int C, int E, int NS, int occ, int fit, int smem, bool pdl,
+                std::chrono::steady_clock::duration host) {
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int, int, int>, int> seen;
+  static double sum_us = 0;
+  static long n = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen[{groups, C, E, occ}]++ == 0)
+    std::fprintf(stderr, "decode_cluster: groups %lld, C %d, E %d, NS %d, %d CTA/SM, %d clusters fit, smem %d, pdl %d\n",
+                 static_cast<long long>(groups), C, E, NS, occ, fit, smem, pdl ? 1 : 0);
+  sum_us += std::chrono::duration<double, std::micro>(host).count();
+  if (++n % 4096 == 0) std::fprintf(stderr, "decode_cluster: mean launch call %.2f us over %ld\n", sum_us / n, n);
+}
+
+}  // namespace
+
+bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType dt) {
+  const DeviceProps& pr = st.props();
+  if (!cluster_enabled() || !pr.native_tier || pr.cc_major < 9) return false;
+  if (dt != hal::DType::bf16 && dt != hal::DType::f16) return false;
+  if (sp.D != kD || sp.bt.Bs != kBs || sp.G != kGrp || sp.tpc != 1 || sp.k < 1 || sp.k > kMaxE) return false;
+  if (sp.bt.T <= 0 || sp.bt.T > kMaxT || (sp.Hs != 1 && sp.Hs != sp.Hkv)) return false;
+  const auto a16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  if (!a16(sp.q) || !a16(sp.kc) || !a16(sp.vc) || !a16(sp.o.out)) return false;
+  const int64_t groups = sp.NQ * sp.Hkv * sp.nrc;
+  if (groups <= 0) return true;
+  if (groups > int64_t{1} << 30) return false;
+
+  int kpow = 1;
+  while (kpow < sp.k) kpow *= 2;
+  const int occ = occupancy_mode();
+  int C = forced_cluster_size();
+  const bool forced = C != 0;
+  if (!forced) {
+    C = 1;
+    while (C * 2 <= std::min(kMaxC, kpow) && groups * C * 2 <= int64_t{occ} * pr.sm_count) C *= 2;
+  }
+  ClParams p;
+  p.sp = sp;
+  p.guess_b = sp.NQ == sp.bt.B ? 1 : 0;
+  p.scale_log2 = sp.scale * 1.4426950408889634f;
+  for (;;) {
+    p.C = C;
+    p.E = (sp.k + C - 1) / C;
+    KernelPtr kern = nullptr;
+    int smem = 0;
+    with_kernel(dt, stages_for(p.E, occ), occ, [&](KernelPtr k, int bytes) {
+      kern = k;
+      smem = bytes;
+    });
+    prepare(kern, smem, pr.index);
+    const int fit = max_clusters(kern, smem, C, pr.index);
+    if (fit <= 0 && C == 1) return false;  // cannot launch at all: the other kernels run
+    if (C > 1 && (fit <= 0 || (!forced && fit < groups))) {
+      C /= 2;  // fewer ranks per cluster place more easily
+      continue;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(groups * C));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+    cfg.stream = st.native();
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(C);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_enabled() && pdl_with_clusters.load() ? 2 : 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    cudaError_t err = cudaLaunchKernelEx(&cfg, kern, p);
+    if (err != cudaSuccess && cfg.numAttrs == 2) {
+      // A driver that refuses programmatic launch together with clusters: launch plain,
+      // and from now on always.
+      (void)cudaGetLastError();
+      pdl_with_clusters.store(false);
+      cfg.numAttrs = 1;
+      err = cudaLaunchKernelEx(&cfg, kern, p);
+    }
+    MSA_CUDA_CHECK(err);
+    MSA_CUDA_CHECK_LAUNCH();
+    if (log_enabled()) log_launch(groups, C, p.E, stages_for(p.E, occ), occ, fit, smem, cfg.numAttrs == 2,
+                                  std::chrono::steady_clock::now() - t0);
+    return true;
+  }
+}
+
+}  // namespace msa::cuda
