@@ -5,7 +5,7 @@
 # of dense and sparse attention (msa layer, new vs MSA_CUDA_FLASH=0) and PyTorch SDPA on
 # the same shapes. Logs go to $OUT (default ./out).
 #   MSA_BIN=<build>/tools/msa: a binary built elsewhere (else it builds MSA_SRC into MSA_BUILD)
-#   FLASH_PERF=0: correctness only
+#   FLASH_PERF=0: correctness only; FLASH_OLD=0: no wmma timing; FLASH_SDPA=0: no SDPA
 set -u
 S=${MSA_SRC:-.}
 B=${MSA_BUILD:-build-fa}
@@ -35,6 +35,7 @@ check() {  # name, env...
 check default MSA_CUDA_FLASH=1
 check "all through flash" MSA_CUDA_DECODE=0
 check "flash, 3 splits" MSA_CUDA_DECODE=0 MSA_CUDA_FLASH_SPLITS=3
+check "flash, 16 rows per warp" MSA_CUDA_DECODE=0 MSA_CUDA_FLASH_MT=1
 [ "${FLASH_PERF:-1}" = 0 ] && exit 0
 
 layer() {  # label, env, msa layer args...
@@ -46,9 +47,11 @@ layer() {  # label, env, msa layer args...
 }
 layer new MSA_CUDA_FLASH=1 --context 1048576 --q-len 8192 --iters 2
 layer new MSA_CUDA_FLASH=1 --context 131072 --q-len 8192 --iters 3
-layer old MSA_CUDA_FLASH=0 --context 131072 --q-len 8192 --iters 2
+layer "new, 16 rows per warp" MSA_CUDA_FLASH_MT=1 --context 131072 --q-len 8192 --iters 3
+[ "${FLASH_OLD:-1}" = 1 ] && layer old MSA_CUDA_FLASH=0 --context 131072 --q-len 8192 --iters 2
 layer new MSA_CUDA_FLASH=1 --context 32768 --q-len 32768 --iters 3
 layer new,Qb=64 MSA_CUDA_FLASH=1 --context 131072 --q-len 8192 --iters 3 --config Qb=64
+[ "${FLASH_SDPA:-1}" = 0 ] && exit 0
 PYTHONUNBUFFERED=1 timeout 150 python3 - <<'EOF' 2>&1 | tee "$OUT/sdpa.log"
 # PyTorch SDPA (flash and cuDNN backends; bottom-right causal) on the same prefill shapes.
 import statistics, torch

@@ -12,8 +12,8 @@
 // fragments of P V), the online softmax runs in registers in base 2 (scale * log2 e
 // folded in, one quad shuffle pair per row and tile), and O accumulates in registers and
 // is written once at the end (staged through shared memory for coalesced rows).
-// K/V tiles of 64 keys stream through a 3-stage cp.async pipeline (one barrier per tile)
-// into XOR-swizzled shared rows read by ldmatrix (.trans for V) without bank conflicts.
+// K/V tiles of 64 keys stream through a cp.async pipeline (one barrier per tile) into
+// padded shared rows read by ldmatrix (.trans for V) without bank conflicts.
 // Rows past the valid keys are zero-filled by the copy (src-size 0), so NaN in cache
 // slack never reaches an MMA; masking (key count, causal limit per row, sparse
 // selection per row) is applied only on tiles that need it.
@@ -40,11 +40,8 @@
 namespace msa::cuda {
 namespace {
 
-constexpr int kFaWarps = 8;
-constexpr int kFaThreads = 32 * kFaWarps;
-constexpr int kFaRows = 16 * kFaWarps;  // query rows per block
+constexpr int kFaRows = 128;            // query rows per block
 constexpr int kFaBK = 64;               // keys per tile
-constexpr int kFaStages = 3;
 constexpr int kFaMaxSel = 1024;         // sparse: (local query block, entry) pairs per block
 constexpr int kFaMaxQl = 32;            // sparse: local query blocks per block (mask bits)
 constexpr int kFaMaxSplits = 64;
@@ -74,17 +71,36 @@ struct FaParams {
   int H = 1;
 };
 
-template <int DP>
+// Block shape: MT m16 row tiles per warp (1: Q fragments in registers, 8 warps, 6 stages
+// (5 tiles in flight: sparse blocks whose tiles serve few warps are load-latency bound),
+// 1 block per SM; 2: Q fragments read from shared memory per k-step, 4 warps, 2 stages,
+// 2 blocks per SM, and every K/V fragment loaded by ldmatrix serves two MMAs: the
+// shared-memory traffic per MMA halves). 128 rows per block either way.
+template <int MT>
+struct FaShape {
+  static constexpr int WARPS = 8 / MT, THREADS = 32 * WARPS;
+  static constexpr int STAGES = MT == 1 ? 6 : 2;
+  static constexpr int MIN_BLOCKS = MT == 1 ? 1 : 2;
+  static_assert(16 * MT * WARPS == kFaRows, "128 rows per block");
+};
+
+template <int DP, int MT>
 struct FaLayout {
-  static constexpr int ROWB = DP * 2;          // bytes per K/V/Q row (16-bit types)
+  static constexpr int STAGES = FaShape<MT>::STAGES;
+  // Shared rows padded by 16 bytes: 8 consecutive rows at one 16-byte column hit 8
+  // distinct 4-bank groups (ldmatrix without conflicts), and every fragment address is
+  // a per-lane base plus a constant (no swizzle arithmetic held in registers).
+  static constexpr int ROWB = DP * 2 + 16;     // bytes per K/V/Q row (16-bit types)
   static constexpr int TILE = kFaBK * ROWB;    // one K or V tile
   static constexpr int STAGE = 2 * TILE;
-  static constexpr int BYTES = kFaStages * STAGE;
-  static constexpr int Q_OFF = (kFaStages - 1) * STAGE;  // Q is staged in the last stage
+  // MT 1: Q is staged in the last stage before the loop; MT 2: Q stays in its own area.
+  static constexpr int Q_OFF = MT == 1 ? (STAGES - 1) * STAGE : STAGES * STAGE;
+  static constexpr int BYTES = MT == 1 ? STAGES * STAGE : Q_OFF + kFaRows * ROWB;
   static constexpr int OROW = DP + 8;          // floats per staged output row (conflict-free)
-  static constexpr int SEL_BYTES = 4 * kFaMaxSel * 4;  // sparse: keys, blocks, masks, pages
-  static_assert(kFaRows * ROWB <= STAGE, "Q staging");
+  static constexpr int SEL_BYTES = 3 * kFaMaxSel * 4;  // sparse: blocks, masks, pages
+  static_assert(kFaRows * ROWB <= STAGE || MT > 1, "Q staging");
   static_assert(kFaRows * OROW * 4 <= BYTES, "output staging");
+  static_assert(kFaMaxSel * 4 <= STAGE, "sparse sort keys (stage 0, before the first copy)");
 };
 
 // Validated page id (or -1, flag raised) from a raw block_table value.
@@ -98,16 +114,18 @@ __device__ __forceinline__ int fa_page(const Batch& bt, int raw, bool report) {
 
 // grid: dense/sparse: nslots x Hkv x S (split fastest, latest chunks first); patch:
 // persistent blocks over count x H items.
-template <int DT, int DP>
-__global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaParams p) {
-  using L = FaLayout<DP>;
+template <int DT, int DP, int MT>
+__global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
+    flash_prefill_kernel(const FaParams p) {
+  using L = FaLayout<DP, MT>;
   using T = typename Elem<DT>::T;
+  constexpr int kThreads = FaShape<MT>::THREADS, kStages = L::STAGES;
   extern __shared__ __align__(128) char smem[];
   __shared__ int64_t s_row_id[kFaRows];
   __shared__ int s_row_lim[kFaRows];  // last visible key position (-1: unused row)
   __shared__ int s_row_ql[kFaRows];   // sparse: local query block of the row
-  __shared__ int s_nk[kFaStages], s_kp[kFaStages];
-  __shared__ unsigned s_msk[kFaStages];
+  __shared__ int s_nk[kStages], s_kp[kStages];
+  __shared__ unsigned s_msk[kStages];
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
   __shared__ int s_nu;
 
@@ -118,7 +136,6 @@ __global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaPa
   const int D = p.D, dsteps = D / 16, dch = D / 8;
   const bool patch = p.kind == kFaPatch, sparse = p.kind == kFaSparse;
   const int Bs = p.bt.Bs;
-  const int64_t rowbytes = patch ? int64_t{p.H} * D * 2 : int64_t{D} * 2;  // between keys
 
   Batch bt = p.bt;
   int64_t items = gridDim.x;
@@ -135,18 +152,17 @@ __global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaPa
   } else {
     items = int64_t{*p.count} * p.H;
   }
-  int* s_key = reinterpret_cast<int*>(smem + L::BYTES);  // sparse only (dynamic tail)
-  int* s_ublk = s_key + kFaMaxSel;
+  int* s_key = reinterpret_cast<int*>(smem);  // sparse sort keys: stage 0, before any copy
+  int* s_ublk = reinterpret_cast<int*>(smem + L::BYTES);  // sparse only (dynamic tail)
   unsigned* s_umsk = reinterpret_cast<unsigned*>(s_ublk + kFaMaxSel);
   int* s_upg = reinterpret_cast<int*>(s_umsk + kFaMaxSel);
 
-  // Copy mapping: thread copies 16-byte chunk ch_t of keys key_t + i * KSTEP; the
-  // swizzle (chunk ^ key & 7) is the same for all of them.
-  constexpr int CPR = DP / 8, KSTEP = kFaThreads / CPR, NCP = kFaBK / KSTEP;
-  static_assert(KSTEP % 8 == 0 && NCP * KSTEP == kFaBK, "copy mapping keeps the swizzle");
+  // Copy mapping: thread copies 16-byte chunk ch_t of keys key_t + i * KSTEP.
+  constexpr int CPR = DP / 8, KSTEP = kThreads / CPR, NCP = kFaBK / KSTEP;
+  static_assert(NCP * KSTEP == kFaBK, "copy mapping");
   const int key_t = tid / CPR, ch_t = tid % CPR;
   const bool ch_ok = ch_t < dch;
-  const uint32_t soff_t = key_t * L::ROWB + ((ch_t ^ (key_t & 7)) << 4);
+  const uint32_t soff_t = key_t * L::ROWB + ch_t * 16;
 
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     __syncthreads();  // the previous item is done with the row table and shared memory
@@ -165,8 +181,8 @@ __global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaPa
       const int ntok = min(p.tpc, loc.s.qlen - t_in);
       const int first = loc.s.kv - loc.s.qlen, pos0 = first + t_in;
       max_lim = pos0 + ntok - 1;
-      if (tid < kFaRows) {
-        const int r = tid, tl = r / p.G;
+      for (int r = tid; r < kFaRows; r += kThreads) {
+        const int tl = r / p.G;
         const bool ok = r < p.tpc * p.G && tl < ntok;
         s_row_id[r] = ok ? int64_t{loc.s.q0 + t_in + tl} * p.Hq + g * p.G + r % p.G : -1;
         s_row_lim[r] = ok ? pos0 + tl : -1;
@@ -189,7 +205,7 @@ __global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaPa
         while (n2 < nent) n2 <<= 1;
         const int nblk = min((kv + Bs - 1) / Bs, max_lim / Bs + 1);
         const int hs = p.Hs == 1 ? 0 : g;
-        for (int i = tid; i < n2; i += kFaThreads) {
+        for (int i = tid; i < n2; i += kThreads) {
           int key = INT_MAX;
           if (i < nent) {
             const int ql = i / p.k, j = i - ql * p.k;
@@ -204,7 +220,7 @@ __global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaPa
         __syncthreads();
         for (int size = 2; size <= n2; size <<= 1)  // bitonic sort, ascending
           for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            for (int i = tid; i < (n2 >> 1); i += kFaThreads) {
+            for (int i = tid; i < (n2 >> 1); i += kThreads) {
               const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
               const int a = s_key[lo], c = s_key[hi];
               if ((a > c) == ((lo & size) == 0)) {
@@ -237,7 +253,7 @@ __global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaPa
         }
         __syncthreads();
         const int nu = s_nu;
-        for (int j = tid; j < nu; j += kFaThreads)
+        for (int j = tid; j < nu; j += kThreads)
           s_upg[j] = fa_page(bt, bt.block_table[int64_t{b} * bt.max_blocks + s_ublk[j]], true);
         ntiles_all = nu * p.tpb;
       }
@@ -247,8 +263,7 @@ __global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaPa
       ws = ch.z;
       we = ch.w;
       max_lim = we - 1;
-      if (tid < kFaRows) {
-        const int r = tid;
+      for (int r = tid; r < kFaRows; r += kThreads) {
         const bool ok = r < ch.y;
         s_row_id[r] = ok ? int64_t{ch.x + r} * p.H + h : -1;
         s_row_lim[r] = ok ? we - 1 : -1;  // bidirectional inside the window
@@ -256,7 +271,7 @@ __global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaPa
       }
       ntiles_all = (we - ws + kFaBK - 1) / kFaBK;
     }
-    __syncthreads();  // row table (and sparse pages) visible
+    __syncthreads();  // row table (and sparse pages) visible; sort keys no longer needed
 
     const int per = (ntiles_all + p.S - 1) / p.S;
     const int u0 = min(ntiles_all, split * per), nt = min(ntiles_all, u0 + per) - u0;
@@ -290,15 +305,16 @@ __global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaPa
           kpos0 = c * Bs + part * kFaBK;
           nk = min(kFaBK, min(Bs - part * kFaBK, kv - kpos0));
           ok = pg >= 0 && nk > 0 && kpos0 <= max_lim;
-          kg = p.kc + ((int64_t{pg} * p.Hkv + g) * Bs + part * kFaBK) * rowbytes;
+          kg = p.kc + ((int64_t{pg} * p.Hkv + g) * Bs + part * kFaBK) * (D * 2);
         }
-        const int st = iu % kFaStages;
+        const int st = iu % kStages;
         if (tid == 0) {
           s_kp[st] = kpos0;
           s_nk[st] = ok ? nk : 0;
           s_msk[st] = msk;
         }
         if (ok && ch_ok) {
+          const int rowbytes = (patch ? p.H : 1) * D * 2;  // between keys (< 2^31: H * D small)
           const char* kt = kg + ch_t * 16;  // key 0 of the tile (always a valid row)
           const char* vt = p.vc + (kt - p.kc);
           const uint32_t ks = sbase + st * L::STAGE + soff_t, vs = ks + L::TILE;
@@ -306,7 +322,7 @@ __global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaPa
           for (int i = 0; i < NCP; ++i) {
             const int j = key_t + i * KSTEP;
             const bool in = j < nk;  // else zero-fill from key 0, nothing read
-            const int64_t go = in ? j * rowbytes : 0;
+            const int go = in ? j * rowbytes : 0;
             ptx::cp_async16(ks + i * KSTEP * L::ROWB, kt + go, in ? 16 : 0);
             ptx::cp_async16(vs + i * KSTEP * L::ROWB, vt + go, in ? 16 : 0);
           }
@@ -316,192 +332,236 @@ __global__ void __launch_bounds__(kFaThreads, 1) flash_prefill_kernel(const FaPa
     };
 
 #pragma unroll
-    for (int s = 0; s < kFaStages - 1; ++s) issue(s, raw_of(s));
-    int raw_next = raw_of(kFaStages - 1);
+    for (int s = 0; s < kStages - 1; ++s) issue(s, raw_of(s));
+    int raw_next = raw_of(kStages - 1);
 
-    // ---- Q rows -> shared (swizzled, last stage) -> A fragments in registers ----
+    // ---- Q rows -> shared; MT 1: then A fragments in registers ----
     {
       char* qs = smem + L::Q_OFF;
-      for (int i = tid; i < kFaRows * CPR; i += kFaThreads) {
+      for (int i = tid; i < kFaRows * CPR; i += kThreads) {
         const int r = i / CPR, ch = i % CPR;
         const int64_t id = s_row_id[r];
         uint4 v = make_uint4(0, 0, 0, 0);
         if (id >= 0 && ch < dch) v = ldg16(p.q + id * D * 2 + ch * 16);
-        *reinterpret_cast<uint4*>(qs + r * L::ROWB + ((ch ^ (r & 7)) << 4)) = v;
+        *reinterpret_cast<uint4*>(qs + r * L::ROWB + ch * 16) = v;
       }
     }
     __syncthreads();
-    uint32_t qa[DP / 16][4];
-    {
-      const int r = warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-      const uint32_t qrow = sbase + L::Q_OFF + r * L::ROWB;
+    // Lane's ldmatrix row inside a 16-row tile (A fragments: rows 0-7 / 8-15, k 0-7 / 8-15).
+    const int qr = (lane & 7) + (((lane >> 3) & 1) << 3);
+    const uint32_t qrow = sbase + L::Q_OFF + (warp * 16 * MT + qr) * L::ROWB;
+    uint32_t qa[MT == 1 ? DP / 16 : 1][4];
+    if constexpr (MT == 1) {
 #pragma unroll
       for (int kk = 0; kk < DP / 16; ++kk) {
         const int ch = 2 * kk + (lane >> 4);
-        if (kk < dsteps) ptx::ldsm_x4(qrow + ((ch ^ (r & 7)) << 4), qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3]);
+        if (kk < dsteps) ptx::ldsm_x4(qrow + ch * 16, qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3]);
         else qa[kk][0] = qa[kk][1] = qa[kk][2] = qa[kk][3] = 0u;
       }
     }
 
     // ---- main loop over this split's tiles ----
-    const int r0 = warp * 16 + gq, r1 = r0 + 8;
-    const int lim0 = s_row_lim[r0], lim1 = s_row_lim[r1];
-    const int ql0 = s_row_ql[r0], ql1 = s_row_ql[r1];
+    const int rbase = warp * 16 * MT + gq;  // this lane's rows: rbase + 16 mt + 8 hh
     const float sl2 = p.scale_log2;
-    float m0 = ninf, m1 = ninf, l0 = 0.0f, l1 = 0.0f;
-    float o[DP / 8][4];
+    float m[MT][2], l[MT][2];
+    float o[MT][DP / 8][4];
 #pragma unroll
-    for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    for (int mt = 0; mt < MT; ++mt) {
+      m[mt][0] = m[mt][1] = ninf;
+      l[mt][0] = l[mt][1] = 0.0f;
+#pragma unroll
+      for (int n = 0; n < DP / 8; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+    }
 
-    // One tile of math for this warp: S = Q K^T, online softmax, O += P V. kFull: D == DP
-    // (no per-step guards, so the MMA/ldmatrix chain schedules freely).
-    auto tile_math = [&](auto full_tag, uint32_t ks, uint32_t vs, int rel0, int rel1, bool need_mask) {
+    // KS keys of a tile at a time for this warp: S = Q K^T, online softmax, O += P V (MT 2
+    // takes the 64-key tile in two steps of 32 so S fits the registers beside O). kFull:
+    // D == DP (no per-step guards, so the MMA/ldmatrix chain schedules freely). rel: keys
+    // j <= rel of the tile are visible to the row; k0: first key of the step.
+    constexpr int KS = MT == 1 ? kFaBK : kFaBK / 2;
+    auto tile_math = [&](auto full_tag, uint32_t ks, uint32_t vs, const int (&rel)[MT][2], bool need_mask, int k0) {
       constexpr bool kFull = decltype(full_tag)::value;
-      // S = Q K^T (16 rows x 64 keys per warp)
-      float sc[kFaBK / 8][4];
+      // S = Q K^T (16 MT rows x KS keys per warp)
+      float sc[MT][KS / 8][4];
 #pragma unroll
-      for (int n = 0; n < kFaBK / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < KS / 8; ++n) sc[mt][n][0] = sc[mt][n][1] = sc[mt][n][2] = sc[mt][n][3] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < DP / 16; ++kk) {
         if (kFull || kk < dsteps) {
+          uint32_t qf[MT][4];
+          if constexpr (MT == 1) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) qf[0][i] = qa[kk][i];
+          } else {
+            const uint32_t qoff = (2 * kk + (lane >> 4)) * 16;
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+              ptx::ldsm_x4(qrow + mt * 16 * L::ROWB + qoff, qf[mt][0], qf[mt][1], qf[mt][2], qf[mt][3]);
+          }
           const int ch = 2 * kk + ((lane >> 3) & 1);
 #pragma unroll
-          for (int nb = 0; nb < kFaBK / 16; ++nb) {
-            const int key = nb * 16 + (lane & 7) + ((lane >> 4) << 3);
+          for (int nb = 0; nb < KS / 16; ++nb) {
+            const int key = k0 + nb * 16 + (lane & 7) + ((lane >> 4) << 3);
             uint32_t b0, b1, b2, b3;
-            ptx::ldsm_x4(ks + key * L::ROWB + ((ch ^ (key & 7)) << 4), b0, b1, b2, b3);
-            ptx::mma16816<DT>(sc[2 * nb], qa[kk], b0, b1);
-            ptx::mma16816<DT>(sc[2 * nb + 1], qa[kk], b2, b3);
+            ptx::ldsm_x4(ks + key * L::ROWB + ch * 16, b0, b1, b2, b3);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              ptx::mma16816<DT>(sc[mt][2 * nb], qf[mt], b0, b1);
+              ptx::mma16816<DT>(sc[mt][2 * nb + 1], qf[mt], b2, b3);
+            }
           }
         }
       }
 
-      // Online softmax (base 2); rows gq (e < 2) and gq + 8 (e >= 2).
-      float mx0 = ninf, mx1 = ninf;
+      // Online softmax (base 2); per row tile: rows gq (e < 2) and gq + 8 (e >= 2).
 #pragma unroll
-      for (int n = 0; n < kFaBK / 8; ++n)
+      for (int mt = 0; mt < MT; ++mt) {
+        float mx0 = ninf, mx1 = ninf;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float v = sc[n][e] * sl2;
-          if (need_mask) {
-            const int j = 8 * n + 2 * qd + (e & 1);
-            if (j > ((e >> 1) ? rel1 : rel0)) v = ninf;
+        for (int n = 0; n < KS / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float v = sc[mt][n][e] * sl2;
+            if (need_mask) {
+              const int j = k0 + 8 * n + 2 * qd + (e & 1);
+              if (j > rel[mt][e >> 1]) v = ninf;
+            }
+            sc[mt][n][e] = v;
+            if (e < 2) mx0 = fmaxf(mx0, v);
+            else mx1 = fmaxf(mx1, v);
           }
-          sc[n][e] = v;
-          if (e < 2) mx0 = fmaxf(mx0, v);
-          else mx1 = fmaxf(mx1, v);
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float mn0 = fmaxf(m[mt][0], mx0), mn1 = fmaxf(m[mt][1], mx1);
+        const float mu0 = mn0 == ninf ? 0.0f : mn0, mu1 = mn1 == ninf ? 0.0f : mn1;  // no inf - inf
+        const float a0 = ptx::ex2(m[mt][0] - mu0), a1 = ptx::ex2(m[mt][1] - mu1);   // 0 while m = -inf
+        m[mt][0] = mn0;
+        m[mt][1] = mn1;
+        float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+        for (int n = 0; n < KS / 8; ++n) {
+          sc[mt][n][0] = ptx::ex2(sc[mt][n][0] - mu0);
+          sc[mt][n][1] = ptx::ex2(sc[mt][n][1] - mu0);
+          sc[mt][n][2] = ptx::ex2(sc[mt][n][2] - mu1);
+          sc[mt][n][3] = ptx::ex2(sc[mt][n][3] - mu1);
+          ps0 += sc[mt][n][0] + sc[mt][n][1];
+          ps1 += sc[mt][n][2] + sc[mt][n][3];
         }
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-      const float mu0 = mn0 == ninf ? 0.0f : mn0, mu1 = mn1 == ninf ? 0.0f : mn1;  // no inf - inf
-      const float a0 = ptx::ex2(m0 - mu0), a1 = ptx::ex2(m1 - mu1);               // 0 while m = -inf
-      m0 = mn0;
-      m1 = mn1;
-      float ps0 = 0.0f, ps1 = 0.0f;
+        l[mt][0] = l[mt][0] * a0 + ps0;
+        l[mt][1] = l[mt][1] * a1 + ps1;
+        if (__any_sync(0xffffffffu, a0 != 1.0f || a1 != 1.0f)) {
 #pragma unroll
-      for (int n = 0; n < kFaBK / 8; ++n) {
-        sc[n][0] = ptx::ex2(sc[n][0] - mu0);
-        sc[n][1] = ptx::ex2(sc[n][1] - mu0);
-        sc[n][2] = ptx::ex2(sc[n][2] - mu1);
-        sc[n][3] = ptx::ex2(sc[n][3] - mu1);
-        ps0 += sc[n][0] + sc[n][1];
-        ps1 += sc[n][2] + sc[n][3];
-      }
-      l0 = l0 * a0 + ps0;
-      l1 = l1 * a1 + ps1;
-      if (__any_sync(0xffffffffu, a0 != 1.0f || a1 != 1.0f)) {
-#pragma unroll
-        for (int n = 0; n < DP / 8; ++n) {
-          o[n][0] *= a0;
-          o[n][1] *= a0;
-          o[n][2] *= a1;
-          o[n][3] *= a1;
+          for (int n = 0; n < DP / 8; ++n) {
+            o[mt][n][0] *= a0;
+            o[mt][n][1] *= a0;
+            o[mt][n][2] *= a1;
+            o[mt][n][3] *= a1;
+          }
         }
       }
 
       // O += P V: the S accumulators of keys 16kc..16kc+15 are the A fragment.
 #pragma unroll
-      for (int kc = 0; kc < kFaBK / 16; ++kc) {
-        uint32_t pa[4];
-        pa[0] = ptx::pack2<DT>(sc[2 * kc][0], sc[2 * kc][1]);
-        pa[1] = ptx::pack2<DT>(sc[2 * kc][2], sc[2 * kc][3]);
-        pa[2] = ptx::pack2<DT>(sc[2 * kc + 1][0], sc[2 * kc + 1][1]);
-        pa[3] = ptx::pack2<DT>(sc[2 * kc + 1][2], sc[2 * kc + 1][3]);
-        const int key = kc * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+      for (int kc = 0; kc < KS / 16; ++kc) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          pa[mt][0] = ptx::pack2<DT>(sc[mt][2 * kc][0], sc[mt][2 * kc][1]);
+          pa[mt][1] = ptx::pack2<DT>(sc[mt][2 * kc][2], sc[mt][2 * kc][3]);
+          pa[mt][2] = ptx::pack2<DT>(sc[mt][2 * kc + 1][0], sc[mt][2 * kc + 1][1]);
+          pa[mt][3] = ptx::pack2<DT>(sc[mt][2 * kc + 1][2], sc[mt][2 * kc + 1][3]);
+        }
+        const int key = k0 + kc * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
         const uint32_t vrow = vs + key * L::ROWB;
 #pragma unroll
         for (int dp = 0; dp < DP / 16; ++dp) {
           if (kFull || dp < dsteps) {
             const int ch = 2 * dp + (lane >> 4);
             uint32_t v0, v1, v2, v3;
-            ptx::ldsm_x4_t(vrow + ((ch ^ (key & 7)) << 4), v0, v1, v2, v3);
-            ptx::mma16816<DT>(o[2 * dp], pa, v0, v1);
-            ptx::mma16816<DT>(o[2 * dp + 1], pa, v2, v3);
+            ptx::ldsm_x4_t(vrow + ch * 16, v0, v1, v2, v3);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              ptx::mma16816<DT>(o[mt][2 * dp], pa[mt], v0, v1);
+              ptx::mma16816<DT>(o[mt][2 * dp + 1], pa[mt], v2, v3);
+            }
           }
         }
       }
     };
 
     for (int it = 0; it < nt; ++it) {
-      ptx::cp_async_wait<kFaStages - 2>();
-      __syncthreads();  // tile it landed for every thread; stage (it - 1) % kFaStages is free
-      issue(it + kFaStages - 1, raw_next);
-      raw_next = raw_of(it + kFaStages);
-      const int st = it % kFaStages;
+      ptx::cp_async_wait<kStages - 2>();
+      __syncthreads();  // tile it landed for every thread; stage (it - 1) % kStages is free
+      issue(it + kStages - 1, raw_next);
+      raw_next = raw_of(it + kStages);
+      const int st = it % kStages;
       const int nk = s_nk[st];
       if (nk == 0) continue;  // uniform: invalid page, or past the causal range
       const int kpos0 = s_kp[st];
       const unsigned msk = s_msk[st];
       // Keys j <= rel of this tile are visible to the row (-1: none).
-      const int rel0 = ((msk >> ql0) & 1u) ? min(lim0 - kpos0, nk - 1) : -1;
-      const int rel1 = ((msk >> ql1) & 1u) ? min(lim1 - kpos0, nk - 1) : -1;
-      if (!__any_sync(0xffffffffu, max(rel0, rel1) >= 0)) continue;  // warp-uniform: no math
-      const bool need_mask = __any_sync(0xffffffffu, min(rel0, rel1) < kFaBK - 1);
-      const uint32_t ks = sbase + st * L::STAGE, vs = ks + L::TILE;
-
-      if (dsteps == DP / 16) tile_math(std::true_type{}, ks, vs, rel0, rel1, need_mask);
-      else tile_math(std::false_type{}, ks, vs, rel0, rel1, need_mask);
-    }
-    ptx::cp_async_wait<0>();
-    __syncthreads();  // every warp is done with the stages: reuse them for the output
-
-    // ---- O / l (staged per warp for coalesced rows) and lse ----
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-    float* ob = reinterpret_cast<float*>(smem) + warp * 16 * L::OROW;
+      int rel[MT][2];
+      int rmax = -1, rmin = kFaBK;
 #pragma unroll
-    for (int n = 0; n < DP / 8; ++n) {
-      if (n < 2 * dsteps) {
-        const int d = 8 * n + 2 * qd;
-        *reinterpret_cast<float2*>(ob + gq * L::OROW + d) = make_float2(o[n][0] * inv0, o[n][1] * inv0);
-        *reinterpret_cast<float2*>(ob + (gq + 8) * L::OROW + d) = make_float2(o[n][2] * inv1, o[n][3] * inv1);
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = rbase + 16 * mt + 8 * hh;  // row limits from shared: fewer live registers
+          rel[mt][hh] = ((msk >> s_row_ql[r]) & 1u) ? min(s_row_lim[r] - kpos0, nk - 1) : -1;
+          rmax = max(rmax, rel[mt][hh]);
+          rmin = min(rmin, rel[mt][hh]);
+        }
+      const uint32_t ks = sbase + st * L::STAGE, vs = ks + L::TILE;
+#pragma unroll 1
+      for (int k0 = 0; k0 < kFaBK; k0 += KS) {
+        if (!__any_sync(0xffffffffu, rmax >= k0)) break;  // warp-uniform: no visible key left
+        const bool need_mask = __any_sync(0xffffffffu, rmin < k0 + KS - 1);
+        if constexpr (MT > 1) tile_math(std::true_type{}, ks, vs, rel, need_mask, k0);  // D == DP only
+        else if (dsteps == DP / 16) tile_math(std::true_type{}, ks, vs, rel, need_mask, k0);
+        else tile_math(std::false_type{}, ks, vs, rel, need_mask, k0);
       }
     }
+    ptx::cp_async_wait<0>();
+    __syncthreads();  // every warp is done with the stages (and Q): reuse them for the output
+
+    // ---- O / l (staged per warp for coalesced rows) and lse ----
     const bool split_mode = p.S > 1;
-    if (qd == 0) {
+    float* ob = reinterpret_cast<float*>(smem) + warp * 16 * MT * L::OROW;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      float inv[2];
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const int64_t id = s_row_id[hh ? r1 : r0];
-        const float l = hh ? l1 : l0, m = hh ? m1 : m0;
-        const float lse = l > 0.0f ? (m + log2f(l)) * 0.69314718055994531f : ninf;
-        if (id >= 0) {
+        float lt = l[mt][hh];
+        lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+        lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+        inv[hh] = lt > 0.0f ? 1.0f / lt : 0.0f;
+        const int64_t id = s_row_id[warp * 16 * MT + mt * 16 + gq + 8 * hh];
+        if (qd == 0 && id >= 0) {
+          const float lse = lt > 0.0f ? (m[mt][hh] + log2f(lt)) * 0.69314718055994531f : ninf;
           if (split_mode) p.o.part_lse[int64_t{split} * p.o.rows_total + id] = lse;
           else p.o.lse[id] = lse;
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < DP / 8; ++n) {
+        if (n < 2 * dsteps) {
+          const int d = 8 * n + 2 * qd;
+          float* row = ob + (mt * 16 + gq) * L::OROW + d;
+          *reinterpret_cast<float2*>(row) = make_float2(o[mt][n][0] * inv[0], o[mt][n][1] * inv[0]);
+          *reinterpret_cast<float2*>(row + 8 * L::OROW) = make_float2(o[mt][n][2] * inv[1], o[mt][n][3] * inv[1]);
         }
       }
     }
     __syncwarp();
     constexpr int C4 = DP / 4;  // float4 chunks per staged row
 #pragma unroll 4
-    for (int i = 0; i < 16 * C4 / 32; ++i) {
+    for (int i = 0; i < 16 * MT * C4 / 32; ++i) {
       const int idx = lane + 32 * i, r = idx / C4, c4 = idx % C4;
-      const int64_t id = s_row_id[warp * 16 + r];
+      const int64_t id = s_row_id[warp * 16 * MT + r];
       if (id >= 0 && c4 * 4 < D) {
         const float4 v = *reinterpret_cast<const float4*>(ob + r * L::OROW + c4 * 4);
         if (split_mode) {
@@ -524,7 +584,8 @@ int fa_env(const char* name, int dflt) {
 }
 // MSA_CUDA_FLASH=0 turns these kernels off (the wmma kernels run); MSA_CUDA_FLASH_SPARSE=0
 // / MSA_CUDA_FLASH_PATCH=0 turn off one op; MSA_CUDA_FLASH_SPLITS=n forces n KV splits
-// (testing the split path on small cases).
+// (testing the split path on small cases); MSA_CUDA_FLASH_MT=1 or 2 forces the row tiles
+// per warp (A/B runs; 2 needs D = 128).
 bool fa_enabled(int kind) {
   static const bool all = fa_env("MSA_CUDA_FLASH", 1) != 0;
   static const bool sp = fa_env("MSA_CUDA_FLASH_SPARSE", 1) != 0;
@@ -534,6 +595,15 @@ bool fa_enabled(int kind) {
 int fa_forced_splits() {
   static const int n = std::clamp(fa_env("MSA_CUDA_FLASH_SPLITS", 0), 0, kFaMaxSplits);
   return n;
+}
+// Row tiles per warp: 2 (half the shared-memory traffic per MMA) for D = 128 in dense and
+// patch attention; sparse keeps 1, so a warp is one token's GQA group at G = 16
+// and skips the blocks its token did not select.
+int fa_mt(int kind, int D) {
+  static const int forced = fa_env("MSA_CUDA_FLASH_MT", 0);
+  if (D != 128) return 1;  // MT 2 is compiled for D == 128 only
+  if (forced == 1 || forced == 2) return forced;
+  return kind == kFaSparse ? 1 : 2;
 }
 
 bool fa_ok(const Stream& st, int kind, hal::DType dt, int D, const void* q, const void* kc, const void* vc,
@@ -546,10 +616,10 @@ bool fa_ok(const Stream& st, int kind, hal::DType dt, int D, const void* q, cons
 }
 
 // KV splits for `groups` blocks of at most `max_tiles` tiles: when the blocks fill the
-// GPU fewer than twice (1 block per SM), the split count that minimises the waves per
-// unit of work (each split at least 8 tiles), with a partial buffer of <= 512 MiB.
-int fa_splits(int64_t groups, int64_t max_tiles, int64_t rows, int D, const DeviceProps& pr) {
-  const int64_t sms = std::max(1, pr.sm_count);
+// GPU (per_sm resident per SM) fewer than twice, the split count that minimises the
+// waves per unit of work (each split at least 8 tiles), partials of <= 512 MiB.
+int fa_splits(int64_t groups, int64_t max_tiles, int64_t rows, int D, const DeviceProps& pr, int per_sm) {
+  const int64_t sms = int64_t{std::max(1, pr.sm_count)} * per_sm;
   int64_t smax = std::min<int64_t>(kFaMaxSplits, max_tiles / 8);
   while (smax > 1 && smax * rows * (D + 1) * 4 > (int64_t{512} << 20)) --smax;
   if (const int f = fa_forced_splits(); f > 0) return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(f, max_tiles)));
@@ -578,25 +648,26 @@ FaParams fa_params(const OpParams& a) {
   return p;
 }
 
-void fa_launch(Stream& st, const FaParams& p, hal::DType dt, unsigned grid) {
-  const auto go = [&](auto dt_tag, auto dp_tag) {
-    constexpr int DT = decltype(dt_tag)::value, DP = decltype(dp_tag)::value;
-    using L = FaLayout<DP>;
-    allow_smem<flash_prefill_kernel<DT, DP>>(L::BYTES + L::SEL_BYTES, st.props().index);
+// Instantiations: {bf16, f16} x {(DP 64, MT 1), (DP 128, MT 1), (DP 128, MT 2)}.
+void fa_launch(Stream& st, const FaParams& p, hal::DType dt, unsigned grid, int mt) {
+  const auto go = [&](auto dt_tag, auto dp_tag, auto mt_tag) {
+    constexpr int DT = decltype(dt_tag)::value, DP = decltype(dp_tag)::value, MT = decltype(mt_tag)::value;
+    using L = FaLayout<DP, MT>;
+    allow_smem<flash_prefill_kernel<DT, DP, MT>>(L::BYTES + L::SEL_BYTES, st.props().index);
     const int smem = L::BYTES + (p.kind == kFaSparse ? L::SEL_BYTES : 0);
-    flash_prefill_kernel<DT, DP><<<grid, kFaThreads, smem, st.native()>>>(p);
+    flash_prefill_kernel<DT, DP, MT><<<grid, FaShape<MT>::THREADS, smem, st.native()>>>(p);
   };
-  using BF = std::integral_constant<int, kBF16>;
-  using HF = std::integral_constant<int, kF16>;
-  using D64 = std::integral_constant<int, 64>;
-  using D128 = std::integral_constant<int, 128>;
-  if (dt == hal::DType::bf16) {
-    if (p.D <= 64) go(BF{}, D64{});
-    else go(BF{}, D128{});
-  } else {
-    if (p.D <= 64) go(HF{}, D64{});
-    else go(HF{}, D128{});
-  }
+  const auto by_shape = [&](auto dt_tag) {
+    using D64 = std::integral_constant<int, 64>;
+    using D128 = std::integral_constant<int, 128>;
+    using M1 = std::integral_constant<int, 1>;
+    using M2 = std::integral_constant<int, 2>;
+    if (p.D <= 64) go(dt_tag, D64{}, M1{});
+    else if (mt == 1) go(dt_tag, D128{}, M1{});
+    else go(dt_tag, D128{}, M2{});
+  };
+  if (dt == hal::DType::bf16) by_shape(std::integral_constant<int, kBF16>{});
+  else by_shape(std::integral_constant<int, kF16>{});
   MSA_CUDA_CHECK_LAUNCH();
 }
 
@@ -606,9 +677,10 @@ bool fa_run_paged(Stream& st, FaParams& p, hal::DType dt, int64_t max_tiles) {
   p.nslots = (T + int64_t{p.bt.B} * (p.tpc - 1)) / p.tpc;  // >= sum over b of ceil(q_len / tpc)
   const int64_t groups = p.nslots * p.Hkv;
   if (groups <= 0) return true;
-  p.S = fa_splits(groups, max_tiles, rows, p.D, st.props());
+  const int mt = fa_mt(p.kind, p.D);
+  p.S = fa_splits(groups, max_tiles, rows, p.D, st.props(), mt == 2 ? FaShape<2>::MIN_BLOCKS : 1);
   if (p.S > 1) split_buffers(st, p.S, rows, p.D, p.o);
-  fa_launch(st, p, dt, static_cast<unsigned>(groups * p.S));
+  fa_launch(st, p, dt, static_cast<unsigned>(groups * p.S), mt);
   if (p.S > 1) {
     if (dt == hal::DType::bf16) launch_merge<kBF16>(st, p.o, p.S, rows, p.D, p.o.out, p.o.lse);
     else launch_merge<kF16>(st, p.o, p.S, rows, p.D, p.o.out, p.o.lse);
@@ -675,8 +747,9 @@ bool launch_flash_patch(Stream& st, const PatchParams& a, hal::DType dt) {
   p.scale_log2 = a.scale * 1.4426950408889634f;
   p.o.out = a.o.out;
   p.o.lse = a.o.lse;
-  const unsigned grid = static_cast<unsigned>(std::max(1, st.props().sm_count));  // persistent
-  fa_launch(st, p, dt, grid);
+  const int mt = fa_mt(kFaPatch, a.D);
+  const unsigned grid = static_cast<unsigned>(std::max(1, st.props().sm_count) * (mt == 2 ? 2 : 1));  // persistent
+  fa_launch(st, p, dt, grid, mt);
   return true;
 }
 
