@@ -583,12 +583,13 @@ int fa_env(const char* name, int dflt) {
   return std::atoi(e);
 }
 // MSA_CUDA_FLASH=0 turns these kernels off (the wmma kernels run); MSA_CUDA_FLASH_SPARSE=0
-// / MSA_CUDA_FLASH_PATCH=0 turn off one op; MSA_CUDA_FLASH_SPLITS=n forces n KV splits
+// / MSA_CUDA_FLASH_PATCH=0 turn off one op (MSA_CUDA_FLASH_SPARSE=1: sparse at every Qb,
+// see launch_flash_sparse); MSA_CUDA_FLASH_SPLITS=n forces n KV splits
 // (testing the split path on small cases); MSA_CUDA_FLASH_MT=1 or 2 forces the row tiles
 // per warp (A/B runs; 2 needs D = 128).
 bool fa_enabled(int kind) {
   static const bool all = fa_env("MSA_CUDA_FLASH", 1) != 0;
-  static const bool sp = fa_env("MSA_CUDA_FLASH_SPARSE", 1) != 0;
+  static const bool sp = fa_env("MSA_CUDA_FLASH_SPARSE", -1) != 0;
   static const bool pa = fa_env("MSA_CUDA_FLASH_PATCH", 1) != 0;
   return all && (kind == kFaDense || (kind == kFaSparse && sp) || (kind == kFaPatch && pa));
 }
@@ -715,6 +716,14 @@ bool launch_flash_sparse(Stream& st, const SparseParams& s, hal::DType dt) {
   p.Hkv = s.Hkv;
   p.G = s.G;
   p.tpc = std::max(1, std::min({kFaRows / s.G, kFaMaxQl, kFaMaxSel / s.k}));
+  // Default (MSA_CUDA_FLASH_SPARSE unset): only when a block's tokens span at most two query
+  // blocks (Qb >= tokens per block). With token-level selection (Qb = 1) a block walks the
+  // union of its tokens' selections: a win when consecutive tokens pick mostly the same
+  // blocks (real models), a loss when they are independent (msa layer's random queries:
+  // 16.4 ms vs the wmma kernel's 13.6 ms at an 8K chunk over 128K, H200), so it is opt-in
+  // (MSA_CUDA_FLASH_SPARSE=1) until measured on correlated selections.
+  static const int mode = fa_env("MSA_CUDA_FLASH_SPARSE", -1);
+  if (mode < 0 && s.Qb < p.tpc) return false;
   p.tpb = (s.bt.Bs + kFaBK - 1) / kFaBK;
   p.bidx = s.bidx;
   p.NQ = s.NQ;
