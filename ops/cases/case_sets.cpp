@@ -216,6 +216,22 @@ void add_full_attention(CaseList& c) {
     c.push_back(sparse_attention_case(m3({{3, 1}, {1000, 300}}, 1, 4)));
     c.push_back(sparse_attention_case(m3({{40}, {2000}}, 64, 4)));
   }
+  // Prefill shapes (T > 512: past the CUDA decode kernels, so the CUDA flash prefill kernel
+  // runs): GQA packing at G = 16 / 8 / 2, a varlen batch (one sequence from empty, one on
+  // a prefix: causal edges inside tiles), D = 80 (padded), few chunks on a longer context
+  // (split-KV + merge), Bs = 128 (two tiles per page); sparse token-level selection (the
+  // union of a chunk's selections), Qb = 64 (one list per tile), shared mode at G = 4.
+  c.push_back(dense_attention_case(attn({{260, 300}, {260, 700}}, 16, 1, 64, 64, 1, 0, kBF16)));
+  c.push_back(dense_attention_case(attn({{600}, {650}}, 4, 2, 80, 64, 1, 0, kF16)));
+  c.push_back(dense_attention_case(attn({{530}, {1100}}, 8, 1, 64, 64, 1, 0, kBF16)));
+  c.push_back(dense_attention_case(attn({{520}, {700}}, 16, 1, 128, 128, 1, 0, kBF16)));
+  {
+    AttnParams p = attn({{520}, {1500}}, 16, 1, 128, 128, 1, 2, kBF16);
+    p.correlated = true;
+    c.push_back(sparse_attention_case(p));
+    c.push_back(sparse_attention_case(attn({{600}, {900}}, 8, 1, 64, 64, 64, 3, kF16)));
+    c.push_back(sparse_attention_case(attn({{560}, {700}}, 8, 2, 64, 64, 1, 3, kBF16, SelectionMode::shared)));
+  }
   // Dense.
   for (const auto& g : groups) c.push_back(dense_attention_case(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 0, kF32)));
   for (int D : {64, 80, 128})
@@ -346,6 +362,13 @@ void add_full_other(CaseList& c) {
   v.window = 3;
   v.scale = 0.2f;
   c.push_back(patch_attention_3d_case(v));
+  {
+    // Windows of several 128-token chunks with a partial last key tile (576-token video
+    // window, a 130-token image).
+    VitParams w;
+    w.items = {{4, 12, 12}, {1, 10, 13}};
+    c.push_back(patch_attention_3d_case(w));
+  }
   // kv_append: dtypes x indexer-key variants, batches.
   for (DType t : kActs) {
     AttnParams p = attn(kMixed, 4, 2, 64, 64, 1, 0, t);

@@ -197,10 +197,11 @@ __global__ void __launch_bounds__(kAttnThreads) dense_kernel(DenseParams p) {
 
 // ---- patch_attention_3d ------------------------------------------------------------------
 // One block walks `items` (validating: grid dims >= 1, patches summing to N) and writes
-// the chunk table {first token, tokens, window start, window end}; chunks hold up to kRows
-// tokens of one window.
+// the chunk table {first token, tokens, window start, window end}; chunks hold up to
+// rows_per_chunk tokens of one window (kRows for the kernels here).
 __global__ void patch_chunks_kernel(const int32_t* __restrict__ items, int n_items, int64_t N, int window,
-                                    int4* __restrict__ chunks, int64_t max_chunks, int* count, int* flag);
+                                    int4* __restrict__ chunks, int64_t max_chunks, int* count, int* flag,
+                                    int rows_per_chunk);
 
 struct PatchParams {
   const void* q = nullptr;
@@ -274,11 +275,30 @@ bool launch_decode_dense(Stream& st, const DenseParams& p, hal::DType dt);
 // a thread-block cluster per token and KV head, merged through distributed shared
 // memory); called by launch_decode_sparse, returns false for what it does not cover.
 bool launch_decode_sparse_cluster(Stream& st, const SparseParams& p, hal::DType dt);
+// Prefill-sized calls (kernels/cuda_only/flash_prefill.cu: FlashAttention-2 style, 128
+// GQA-packed rows per block, Q/S/P/O in registers, split-KV when the grid is small):
+// launch and return true, or return false (portable tier, f32, unsupported shapes,
+// MSA_CUDA_FLASH=0) so the caller runs the kernels above. Tried after the decode kernels.
+bool launch_flash_dense(Stream& st, const DenseParams& p, hal::DType dt);
+bool launch_flash_sparse(Stream& st, const SparseParams& p, hal::DType dt);
+// patch_attention_3d: whether the flash kernel takes this call (then the chunk table is
+// built with flash_patch_rows() tokens per chunk), and its launch (p.chunks built so).
+bool flash_patch_ok(const Stream& st, hal::DType dt, int D, const void* q, const void* k, const void* v,
+                    const void* out);
+int flash_patch_rows();
+bool launch_flash_patch(Stream& st, const PatchParams& p, hal::DType dt);
 #else
 inline bool launch_tc_sparse(Stream&, const SparseParams&, unsigned, hal::DType) { return false; }
 inline bool launch_tc_dense(Stream&, const DenseParams&, unsigned, hal::DType) { return false; }
 inline bool launch_tc_patch(Stream&, const PatchParams&, unsigned, hal::DType) { return false; }
 inline bool launch_decode_sparse(Stream&, const SparseParams&, hal::DType) { return false; }
 inline bool launch_decode_dense(Stream&, const DenseParams&, hal::DType) { return false; }
+inline bool launch_flash_dense(Stream&, const DenseParams&, hal::DType) { return false; }
+inline bool launch_flash_sparse(Stream&, const SparseParams&, hal::DType) { return false; }
+inline bool flash_patch_ok(const Stream&, hal::DType, int, const void*, const void*, const void*, const void*) {
+  return false;
+}
+inline int flash_patch_rows() { return kRows; }
+inline bool launch_flash_patch(Stream&, const PatchParams&, hal::DType) { return false; }
 #endif
 }  // namespace msa::MSA_GPU_NS

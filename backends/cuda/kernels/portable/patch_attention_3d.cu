@@ -1,7 +1,8 @@
 // patch_attention_3d: bidirectional attention inside windows of `window` temporal
 // patches of each visual item. A one-block prep kernel walks `items` (validating it:
 // grid dims >= 1, patches summing to N) and writes a chunk table {first token, tokens,
-// window start, window end} of up to 16 tokens per chunk into the workspace; the main
+// window start, window end} of up to 16 tokens per chunk (128 for the CUDA flash kernel,
+// which takes bf16/f16 calls on the native tier) into the workspace; the main
 // kernel loops over (chunk, head) work items with the shared attention core (G = 1:
 // 16 tokens of one head per pass; keys strided by H * D).
 #include "backends/cuda/kernels/kernels.h"
@@ -10,7 +11,8 @@
 
 namespace msa::MSA_GPU_NS {
 __global__ void patch_chunks_kernel(const int32_t* __restrict__ items, int n_items, int64_t N, int window,
-                                    int4* __restrict__ chunks, int64_t max_chunks, int* count, int* flag) {
+                                    int4* __restrict__ chunks, int64_t max_chunks, int* count, int* flag,
+                                    int rows_per_chunk) {
   if (threadIdx.x != 0) return;
   int64_t tok = 0, nc = 0;
   bool ok = true;
@@ -27,12 +29,13 @@ __global__ void patch_chunks_kernel(const int32_t* __restrict__ items, int n_ite
     }
     for (int w0 = 0; w0 < gt; w0 += window) {
       const int64_t ws = tok + w0 * per_t, we = tok + min(gt, w0 + window) * per_t;
-      for (int64_t t = ws; t < we; t += kRows) {
+      for (int64_t t = ws; t < we; t += rows_per_chunk) {
         if (nc >= max_chunks) {
           ok = false;
           break;
         }
-        chunks[nc++] = make_int4(static_cast<int>(t), static_cast<int>(we - t < kRows ? we - t : kRows),
+        chunks[nc++] = make_int4(static_cast<int>(t),
+                                 static_cast<int>(we - t < rows_per_chunk ? we - t : rows_per_chunk),
                                  static_cast<int>(ws), static_cast<int>(we));
       }
     }
@@ -48,15 +51,19 @@ void patch_attention_3d(hal::Stream& s, const ops::PatchAttention3dArgs& a) {
   const int n_items = static_cast<int>(a.items.dim(0));
   if (N == 0 && n_items == 0) return;
   auto& st = gpu_stream(s);
-  // Chunks: N / 16 full ones plus at most one partial chunk per window (windows <= N).
-  const int64_t max_chunks = N / kRows + N + 1;
+  // The CUDA flash kernel (native tier) takes chunks of flash_patch_rows() tokens.
+  const bool flash = N > 0 && flash_patch_ok(st, a.q.dtype, static_cast<int>(D), a.q.data<void>(), a.k.data<void>(),
+                                             a.v.data<void>(), a.out.data<void>());
+  const int per_chunk = flash ? flash_patch_rows() : kRows;
+  // Chunks: N / per_chunk full ones plus at most one partial chunk per window (windows <= N).
+  const int64_t max_chunks = N / per_chunk + N + 1;
   char* ws = static_cast<char*>(st.workspace(static_cast<size_t>(max_chunks) * sizeof(int4) + 64));
   PatchParams p;
   p.chunks = reinterpret_cast<const int4*>(ws + 64);
   p.count = reinterpret_cast<const int*>(ws);
   patch_chunks_kernel<<<1, kWarp, 0, st.native()>>>(n_items > 0 ? a.items.data<int32_t>() : nullptr, n_items, N,
                                                    a.window, reinterpret_cast<int4*>(ws + 64), max_chunks,
-                                                   reinterpret_cast<int*>(ws), st.error_flag());
+                                                   reinterpret_cast<int*>(ws), st.error_flag(), per_chunk);
   MSA_CUDA_CHECK_LAUNCH();
   if (N == 0) return;
   p.q = a.q.data<void>();
@@ -68,6 +75,7 @@ void patch_attention_3d(hal::Stream& s, const ops::PatchAttention3dArgs& a) {
   p.scale = a.scale;
   p.o.out = a.out.data<void>();
   p.o.lse = a.lse.data<float>();
+  if (flash && launch_flash_patch(st, p, a.q.dtype)) return;
   const int64_t want = (N / kRows + n_items + 1) * H;
   const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(want, 1, int64_t{st.props().sm_count} * 8));
   MSA_DISPATCH_ACT(a.q.dtype, DT, {

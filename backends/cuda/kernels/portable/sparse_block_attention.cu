@@ -45,6 +45,7 @@ void sparse_block_attention(hal::Stream& s, const ops::SparseAttentionArgs& a) {
   p.o.out = a.out.data<void>();
   p.o.lse = a.lse.data<float>();
   if (launch_decode_sparse(st, p, a.q.dtype)) return;  // CUDA native tier, decode-sized calls
+  if (launch_flash_sparse(st, p, a.q.dtype)) return;   // CUDA native tier, prefill
   const int64_t rows = T * Hq;
   const int64_t base = a.NQ * p.Hkv * p.nrc;
   p.S = choose_splits(base, p.k, rows, D, st.props());
