@@ -1,68 +1,31 @@
 // Device helpers of the CUDA-only decode attention kernels (decode_attention.cu,
-// decode_cluster.cu): cp.async 16-byte copies with zero fill, ldmatrix, mma.sync
-// m16n8k16 with f32 accumulation, bf16/f16 packing, validated page ids, and one warp's
-// share of a tile (Q K^T, online softmax, P V). sm_80+.
+// decode_cluster.cu): validated page ids and one warp's share of a tile (Q K^T, online
+// softmax, P V), over the inline-PTX wrappers of mma_ptx.cuh. sm_80+.
 #pragma once
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 
 namespace msa::cuda::dec {
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// 16 bytes global -> shared; src_bytes < 16 zero-fills the rest (0: nothing is read).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-// c += a (16x16, row) * b (16x8, col), f32 accumulate.
+using ptx::cp_async16;
+using ptx::cp_async_commit;
+using ptx::cp_async_wait;
+using ptx::ldsm_x4;
+using ptx::ldsm_x4_t;
+using ptx::pack2;
+using ptx::smem_u32;
+
+// c += a (16x16, row) * b (16x8, col), f32 accumulate; the pointer form the decode kernels
+// use (c: 4 floats, a: 4 registers).
 template <int DT>
 __device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  if constexpr (DT == kBF16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
+  ptx::mma16816<DT>(*reinterpret_cast<float(*)[4]>(c), *reinterpret_cast<const uint32_t(*)[4]>(a), b0, b1);
 }
-// Two floats rounded to nearest even into one 32-bit register (lo in the low half).
-template <int DT>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  uint32_t r;
-  if constexpr (DT == kBF16) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // one cvt.rn.bf16x2.f32
-    __builtin_memcpy(&r, &h, sizeof(r));
-  } else {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    __builtin_memcpy(&r, &h, sizeof(r));
-  }
-  return r;
-}
+
 // Four floats rounded to DT, one 8-byte store (p 8-byte aligned).
 template <int DT>
 __device__ __forceinline__ void store4(typename Elem<DT>::T* p, float4 v) {
