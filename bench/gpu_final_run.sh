@@ -6,12 +6,17 @@
 # sweep against our dense attention and PyTorch SDPA. Logs under $OUT; a summary last.
 # Each step is time-boxed so that the whole call stays under 10 minutes.
 #   from the repo root there: source .device-deps/unpack.sh; bash bench/gpu_final_run.sh [phases]
-# phases (default all): build check test sanitize bench sweep
+# phases (default all, in this order of importance): build check sweep bench test sanitize
 #   MSA_SRC=<dir>  source tree to build (default: the current directory)
 set -u
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-PHASES=${1:-"build check test sanitize bench sweep"}
+# Logs go to $LOGS; after every phase they are packed into $OUT/logs.tgz (the device tool
+# returns at most 8 files), with run.log and the sweep's JSON and PNG beside it.
+RESULT=${OUT:-/tmp/out}
+OUT=${LOGS:-/tmp/msa-final-logs}
+mkdir -p "$RESULT" "$OUT"
+pack() { tar -czf "$RESULT/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/run.log" "$RESULT/" 2>/dev/null
+         cp "$OUT"/sweep/layer_sweep.* "$RESULT/" 2>/dev/null; true; }
+PHASES=${1:-"build check sweep bench test sanitize"}
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 LOG=$OUT/run.log
 start=$(date +%s)
@@ -31,6 +36,7 @@ if has build; then
   SUMMARY+=("build rc=$rc")
   if [ $rc -ne 0 ]; then grep -E "error" "$OUT/build.log" | head -20; tail -30 "$OUT/build.log"; exit 1; fi
   $MSA devices | tee -a "$LOG"
+  pack
 fi
 
 if has check; then
@@ -47,43 +53,51 @@ if has check; then
   timeout 60 $MSA check --backend vulkan:0 --cases full > "$OUT/check_vulkan.log" 2>&1
   SUMMARY+=("check vulkan rc=$? $(grep -E '^total' "$OUT/check_vulkan.log" | tr -s ' ')")
   grep -hE "^FAIL" "$OUT"/check_*.log | cut -c1-250 | head -20 | tee -a "$LOG"
+  pack
 fi
 
-if has test; then
-  say "msa_tests_cuda"
-  timeout 60 $B/tests/msa_tests_cuda > "$OUT/test_cuda.log" 2>&1
-  SUMMARY+=("msa_tests_cuda rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_cuda.log" | tr '\n' ' ')")
-fi
-
-if has sanitize; then
-  say "compute-sanitizer memcheck / racecheck (cuda quick)"
-  ops=indexer_score,block_topk,sparse_block_attention,dense_attention,patch_attention_3d
-  { timeout 100 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 3 $MSA check --backend cuda --cases quick 2>&1 | tail -4
-    echo "memcheck rc=${PIPESTATUS[0]}"
-    timeout 70 compute-sanitizer --tool racecheck --error-exitcode 3 $MSA check --backend cuda --cases quick --op $ops 2>&1 | tail -4
-    echo "racecheck rc=${PIPESTATUS[0]}"; } > "$OUT/sanitizer.log" 2>&1
-  SUMMARY+=("$(grep -E '^(memcheck|racecheck) rc' "$OUT/sanitizer.log" | tr '\n' ' ')")
+if has sweep; then
+  say "layer sweep: msa layer vs our dense and PyTorch SDPA"
+  PYTHONUNBUFFERED=1 timeout 220 python3 "$SRC/bench/layer_sweep.py" --msa $MSA --out "$OUT/sweep" \
+    ${SWEEP_ARGS:-} > "$OUT/sweep.log" 2>&1
+  SUMMARY+=("sweep rc=$?")
+  grep -E "speed-up" "$OUT/sweep.log" | tee -a "$LOG"
+  pack
 fi
 
 if has bench; then
   say "msa-bench decode: cuda and vulkan side by side"
   F='(indexer_score|block_topk|sparse_block_attention|dense_attention|msa_layer).*T=(1|8) q=.*kv=\[(8 x )?(32768|131072|1048576)'
-  timeout 100 $B/bench/msa-bench --backend=cuda --benchmark_filter="$F" --benchmark_min_time=0.05s --sustain=0.5 \
+  timeout 75 $B/bench/msa-bench --backend=cuda --benchmark_filter="$F" --benchmark_min_time=0.05s --sustain=0.5 \
     --benchmark_out="$OUT/bench_cuda.json" --benchmark_out_format=json > "$OUT/bench_cuda.log" 2>&1
   SUMMARY+=("bench cuda rc=$?")
   VF='(indexer_score|sparse_block_attention|msa_layer).*T=(1|8) q=.*kv=\[(8 x )?(32768|1048576)'
-  timeout 60 $B/bench/msa-bench --backend=vulkan:0 --benchmark_filter="$VF" --benchmark_min_time=0.05s --sustain=0.5 \
+  timeout 45 $B/bench/msa-bench --backend=vulkan:0 --benchmark_filter="$VF" --benchmark_min_time=0.05s --sustain=0.5 \
     --benchmark_out="$OUT/bench_vulkan.json" --benchmark_out_format=json > "$OUT/bench_vulkan.log" 2>&1
   SUMMARY+=("bench vulkan rc=$?")
+  pack
 fi
 
-if has sweep; then
-  say "layer sweep: msa layer vs our dense and PyTorch SDPA"
-  PYTHONUNBUFFERED=1 timeout 200 python3 "$SRC/bench/layer_sweep.py" --msa $MSA --out "$OUT/sweep" \
-    ${SWEEP_ARGS:-} > "$OUT/sweep.log" 2>&1
-  SUMMARY+=("sweep rc=$?")
-  grep -E "speed-up" "$OUT/sweep.log" | tee -a "$LOG"
+if has test; then
+  say "msa_tests_cuda"
+  timeout 45 $B/tests/msa_tests_cuda > "$OUT/test_cuda.log" 2>&1
+  SUMMARY+=("msa_tests_cuda rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_cuda.log" | tr '\n' ' ')")
+  pack
+fi
+
+if has sanitize; then
+  # memcheck over every case that reaches the attention, indexer and top-k kernels (the
+  # prefill kernels need the full set's T > 512 shapes); racecheck over the quick cases.
+  say "compute-sanitizer memcheck (full attention cases) / racecheck (quick)"
+  ops=indexer_score,block_topk,sparse_block_attention,dense_attention,patch_attention_3d
+  { timeout 90 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 3 $MSA check --backend cuda --cases full --op $ops 2>&1 | tail -4
+    echo "memcheck rc=${PIPESTATUS[0]}"
+    timeout 60 compute-sanitizer --tool racecheck --error-exitcode 3 $MSA check --backend cuda --cases quick --op $ops 2>&1 | tail -4
+    echo "racecheck rc=${PIPESTATUS[0]}"; } > "$OUT/sanitizer.log" 2>&1
+  SUMMARY+=("$(grep -E '^(memcheck|racecheck) rc' "$OUT/sanitizer.log" | tr '\n' ' ')")
+  pack
 fi
 
 say "done"
 printf '%s\n' "${SUMMARY[@]}" | tee -a "$LOG"
+pack

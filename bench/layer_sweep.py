@@ -87,6 +87,13 @@ def sdpa_best(batch, L, q_len):
     return (min(nums) if nums else None), per
 
 
+def write_json(args, rows):
+    out = {"rows": rows, "command": "python3 bench/layer_sweep.py " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items())}
+    with open(os.path.join(args.out, "layer_sweep.json"), "w") as f:
+        json.dump(out, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--msa", default="build/tools/msa")
@@ -127,13 +134,10 @@ def main():
                 row["speedup_vs_best_dense"] = row["best_dense_ms"] / r["layer_ms"]
                 row["speedup_vs_our_dense"] = r["dense_ms"] / r["layer_ms"]
             rows.append(row)
+            write_json(args, rows)  # after every row: a run cut short keeps what it measured
             print(f"{name:12s} L={L:8d}: msa {r.get('layer_ms', r.get('error'))} ms, our dense {r.get('dense_ms')} ms,"
                   f" sdpa best {best_sdpa} ms -> speed-up {row.get('speedup_vs_best_dense', float('nan')):.2f}x",
                   flush=True)
-    out = {"rows": rows, "command": "python3 bench/layer_sweep.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items())}
-    with open(os.path.join(args.out, "layer_sweep.json"), "w") as f:
-        json.dump(out, f, indent=1)
     try:
         import matplotlib
         matplotlib.use("Agg")
