@@ -449,8 +449,8 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   if (tid == 0) *ctr = 0u;  // every block of the group has counted: ready for the next launch
 }
 
-// Environment knobs, read once: MSA_CUDA_DECODE=0 turns these kernels off (the older
-// kernels run), MSA_CUDA_DECODE_PDL=0 launches without programmatic dependent launch,
+// Environment knobs, read once (hal/env.h): MSA_CUDA_DECODE=0 turns these kernels and the
+// cluster kernel off (the flash prefill or the older kernels run), MSA_CUDA_DECODE_PDL=0 launches without programmatic dependent launch,
 // MSA_CUDA_DECODE_CTAS_PER_SM=n (1..8, default 2) sets the split-KV target grid.
 bool decode_enabled() {
   static const bool on = env_int("MSA_CUDA_DECODE", 1) != 0;

@@ -36,6 +36,7 @@
 #include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
 #include "backends/cuda/kernels/portable/attention_kernels.cuh"
 #include "backends/cuda/kernels/portable/attention_launch.cuh"
+#include "hal/env.h"
 
 namespace msa::cuda {
 namespace {
@@ -576,32 +577,26 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
 }
 
 // ---- host side ---------------------------------------------------------------------------
-int fa_env(const char* name, int dflt) {
-  const char* e = std::getenv(name);
-  if (e == nullptr || *e == 0) return dflt;
-  if (std::strcmp(e, "off") == 0) return 0;
-  return std::atoi(e);
-}
 // MSA_CUDA_FLASH=0 turns these kernels off (the wmma kernels run); MSA_CUDA_FLASH_SPARSE=0
 // / MSA_CUDA_FLASH_PATCH=0 turn off one op (MSA_CUDA_FLASH_SPARSE=1: sparse at every Qb,
 // see launch_flash_sparse); MSA_CUDA_FLASH_SPLITS=n forces n KV splits
 // (testing the split path on small cases); MSA_CUDA_FLASH_MT=1 or 2 forces the row tiles
 // per warp (A/B runs; 2 needs D = 128).
 bool fa_enabled(int kind) {
-  static const bool all = fa_env("MSA_CUDA_FLASH", 1) != 0;
-  static const bool sp = fa_env("MSA_CUDA_FLASH_SPARSE", -1) != 0;
-  static const bool pa = fa_env("MSA_CUDA_FLASH_PATCH", 1) != 0;
+  static const bool all = env_int("MSA_CUDA_FLASH", 1) != 0;
+  static const bool sp = env_int("MSA_CUDA_FLASH_SPARSE", -1) != 0;
+  static const bool pa = env_int("MSA_CUDA_FLASH_PATCH", 1) != 0;
   return all && (kind == kFaDense || (kind == kFaSparse && sp) || (kind == kFaPatch && pa));
 }
 int fa_forced_splits() {
-  static const int n = std::clamp(fa_env("MSA_CUDA_FLASH_SPLITS", 0), 0, kFaMaxSplits);
+  static const int n = std::clamp(env_int("MSA_CUDA_FLASH_SPLITS", 0), 0, kFaMaxSplits);
   return n;
 }
 // Row tiles per warp: 2 (half the shared-memory traffic per MMA) for D = 128 in dense and
 // patch attention; sparse keeps 1, so a warp is one token's GQA group at G = 16
 // and skips the blocks its token did not select.
 int fa_mt(int kind, int D) {
-  static const int forced = fa_env("MSA_CUDA_FLASH_MT", 0);
+  static const int forced = env_int("MSA_CUDA_FLASH_MT", 0);
   if (D != 128) return 1;  // MT 2 is compiled for D == 128 only
   if (forced == 1 || forced == 2) return forced;
   return kind == kFaSparse ? 1 : 2;
@@ -722,7 +717,7 @@ bool launch_flash_sparse(Stream& st, const SparseParams& s, hal::DType dt) {
   // blocks (real models), a loss when they are independent (msa layer's random queries:
   // 16.4 ms vs the wmma kernel's 13.6 ms at an 8K chunk over 128K, H200), so it is opt-in
   // (MSA_CUDA_FLASH_SPARSE=1) until measured on correlated selections.
-  static const int mode = fa_env("MSA_CUDA_FLASH_SPARSE", -1);
+  static const int mode = env_int("MSA_CUDA_FLASH_SPARSE", -1);
   if (mode < 0 && s.Qb < p.tpc) return false;
   p.tpb = (s.bt.Bs + kFaBK - 1) / kFaBK;
   p.bidx = s.bidx;

@@ -26,6 +26,7 @@
 #include "backends/cuda/check.h"
 #include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
 #include "backends/cuda/kernels/portable/seq.cuh"
+#include "hal/env.h"
 #include "hal/op_id.h"
 
 namespace msa::cuda {
@@ -242,8 +243,7 @@ bool launch_mma_decode_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
                        (kd == hal::DType::bf16 && qd == hal::DType::bf16);
   // Default on the native tier; MSA_CUDA_MMA_INDEXER=0 falls back to the portable kernel
   // (A/B runs). Decode-like: Qb = 1 and few queries (prefill goes to the tile kernels).
-  const char* env = std::getenv("MSA_CUDA_MMA_INDEXER");
-  const bool off = env != nullptr && std::string(env) == "0";
+  static const bool off = env_int("MSA_CUDA_MMA_INDEXER", 1) == 0;
   if (off || !st.props().native_tier || st.props().cc_major < 8 ||
       !keys_ok || a.Qb != 1 || a.qi.dim(0) > 64 || Hi > 8 || (Di != 64 && Di != 128) || Bs % 16 != 0)
     return false;

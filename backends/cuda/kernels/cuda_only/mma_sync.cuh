@@ -8,6 +8,7 @@
 
 #include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
+#include "hal/env.h"  // msa::env_int: the kernels' environment knobs, read once by the callers
 
 namespace msa::cuda::dec {
 
@@ -225,13 +226,3 @@ __device__ __forceinline__ void merged_stats(const float (*s_m)[16], const float
 }
 
 }  // namespace msa::cuda::dec
-
-namespace msa::cuda {
-// An integer environment knob ("off" = 0), read by the callers once.
-inline int env_int(const char* name, int dflt) {
-  const char* e = std::getenv(name);
-  if (e == nullptr || *e == 0) return dflt;
-  if (std::strcmp(e, "off") == 0) return 0;
-  return std::atoi(e);
-}
-}  // namespace msa::cuda

@@ -17,12 +17,11 @@
 // ties still go to the lower block) and resets the counter. One launch, no float atomics,
 // identical results whatever the arrival order. MSA_TOPK_SPLIT=0 turns this path off.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
+#include "hal/env.h"
 #include "hal/op_id.h"
 
 namespace msa::MSA_GPU_NS {
@@ -387,10 +386,7 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
 }
 
 bool split_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("MSA_TOPK_SPLIT");
-    return e == nullptr || *e == 0 || (std::strcmp(e, "0") != 0 && std::strcmp(e, "off") != 0);
-  }();
+  static const bool on = env_int("MSA_TOPK_SPLIT", 1) != 0;
   return on;
 }
 
