@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/error.h"
 #include "hal/registry.h"
 #include "ops/cases/case.h"
 
@@ -39,8 +40,18 @@ int run_check(hal::Device& dev, std::string_view set, std::string_view op_filter
   const auto t0 = std::chrono::steady_clock::now();
   CaseList cases = make_cases(set, op_filter);
   if (!match.empty()) {
-    const std::regex re(match);
+    std::regex re;
+    try {
+      re = std::regex(match);
+    } catch (const std::regex_error& e) {
+      throw Error("argument '--match': '" + match + "' is not a valid regular expression (" + e.what() + ")");
+    }
     std::erase_if(cases, [&](const auto& c) { return !std::regex_search(c->vars(), re); });
+    // A check that ran nothing must not pass: a typo in the pattern would look like success.
+    if (cases.empty())
+      throw Error("argument '--match': no case of set '" + std::string(set) +
+                  (op_filter.empty() ? std::string() : "' for ops '" + std::string(op_filter)) + "' matches '" +
+                  match + "'");
   }
   auto ref = hal::create_device("cpu-ref");
   std::map<std::string, OpRow> rows;

@@ -12,7 +12,8 @@ namespace msa::cases {
 // separated op names) on `dev`, each against a fresh cpu-ref device, and prints a table:
 // op, cases, passed, skipped, worst error, tolerance; then every failing case with its
 // vars() and message, and every skip reason once. Returns the number of failed cases.
-// `match` (ECMAScript regex, "" = all) keeps only the cases whose vars() contain a match.
+// `match` (ECMAScript regex, "" = all) keeps only the cases whose vars() contain a match;
+// an invalid pattern, or one that leaves no case, throws msa::Error naming '--match'.
 int run_check(hal::Device& dev, std::string_view set, std::string_view op_filter, std::ostream& out,
               const std::string& match = "");
 

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -212,6 +214,33 @@ TEST_F(Checker, RunCheckReportsFailures) {
   std::ostringstream clean;
   EXPECT_EQ(run_check(*dev_, "quick", "block_topk,add", clean), 0) << clean.str();
   EXPECT_NE(clean.str().find("skipped add: skipped (refused by the test)"), std::string::npos) << clean.str();
+}
+
+// --match keeps the cases whose printed parameters match; a bad pattern or one that
+// matches nothing is an msa::Error naming the argument (not a pass with no case run).
+TEST_F(Checker, RunCheckMatch) {
+  const CaseList all = make_cases("quick", "block_topk");
+  ASSERT_GT(all.size(), 1u);
+  const std::string vars = all.front()->vars();
+  int same = 0;
+  for (const auto& c : all) same += c->vars() == vars ? 1 : 0;
+  ASSERT_LT(same, static_cast<int>(all.size()));
+  // The first case's vars, anchored, with the regex metacharacters escaped.
+  const std::string pattern = "^" + std::regex_replace(vars, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$";
+  std::ostringstream some;
+  EXPECT_EQ(run_check(*dev_, "quick", "block_topk", some, pattern), 0) << some.str();
+  char row[64];
+  std::snprintf(row, sizeof row, "%-24s %6d", "block_topk", same);
+  EXPECT_NE(some.str().find(row), std::string::npos) << pattern << "\n" << some.str();
+  for (const char* bad : {"(", "no-case-has-this"}) {
+    std::ostringstream out;
+    try {
+      run_check(*dev_, "quick", "block_topk", out, bad);
+      ADD_FAILURE() << "no error for --match " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("argument '--match'"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
