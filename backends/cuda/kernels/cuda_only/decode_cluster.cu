@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -416,7 +417,7 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
   if (!a16(sp.q) || !a16(sp.kc) || !a16(sp.vc) || !a16(sp.o.out)) return false;
   const int64_t groups = sp.NQ * sp.Hkv * sp.nrc;
   if (groups <= 0) return true;
-  if (groups > int64_t{1} << 30) return false;
+  if (groups > INT32_MAX / kMaxC) return false;  // grid groups x C must fit gridDim.x (2^31 - 1)
 
   int kpow = 1;
   while (kpow < sp.k) kpow *= 2;

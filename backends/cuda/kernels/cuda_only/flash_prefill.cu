@@ -675,6 +675,7 @@ bool fa_run_paged(Stream& st, FaParams& p, hal::DType dt, int64_t max_tiles) {
   if (groups <= 0) return true;
   const int mt = fa_mt(p.kind, p.D);
   p.S = fa_splits(groups, max_tiles, rows, p.D, st.props(), mt == 2 ? FaShape<2>::MIN_BLOCKS : 1);
+  if (groups * p.S > INT32_MAX) return false;  // gridDim.x; nothing launched yet: other kernels run
   if (p.S > 1) split_buffers(st, p.S, rows, p.D, p.o);
   fa_launch(st, p, dt, static_cast<unsigned>(groups * p.S), mt);
   if (p.S > 1) {

@@ -75,7 +75,13 @@ void patch_attention_3d(hal::Stream& s, const ops::PatchAttention3dArgs& a) {
   p.scale = a.scale;
   p.o.out = a.out.data<void>();
   p.o.lse = a.lse.data<float>();
-  if (flash && launch_flash_patch(st, p, a.q.dtype)) return;
+  if (flash) {
+    // The chunk table holds flash_patch_rows() tokens per chunk: only the flash kernel may
+    // read it (the kernels below take kRows-token chunks).
+    if (!launch_flash_patch(st, p, a.q.dtype))
+      throw Error("patch_attention_3d: internal error: the flash kernel refused a call it had accepted");
+    return;
+  }
   const int64_t want = (N / kRows + n_items + 1) * H;
   const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>(want, 1, int64_t{st.props().sm_count} * 8));
   MSA_DISPATCH_ACT(a.q.dtype, DT, {
