@@ -18,11 +18,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -41,7 +43,22 @@ struct Options {
   double sustain = 0;  // seconds of back-to-back calls before `sustained_ms` (0: not measured)
 };
 
-// Takes --backend=, --scale= and --op= out of argv (before benchmark::Initialize).
+// The value of --NAME=V as a finite number >= 0 (the whole of V); otherwise an error
+// naming the flag (std::stod alone took "1x" as 1 and said only "stod" for "x").
+double number_arg(const char* flag, const char* v) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || v[used] != '\0' || !std::isfinite(x) || x < 0)
+    throw std::invalid_argument(std::string(flag) + "='" + v + "' is not a finite number >= 0");
+  return x;
+}
+
+// Takes --backend=, --scale=, --op= and --sustain= out of argv (before benchmark::Initialize).
 Options parse_and_strip(int& argc, char** argv) {
   Options o;
   int out = 1;
@@ -53,9 +70,9 @@ Options parse_and_strip(int& argc, char** argv) {
       return nullptr;
     };
     if (const char* b = value("--backend")) o.backend = b;
-    else if (const char* s = value("--scale")) o.scale = std::stod(s);
+    else if (const char* s = value("--scale")) o.scale = number_arg("--scale", s);
     else if (const char* f = value("--op")) o.ops = f;
-    else if (const char* u = value("--sustain")) o.sustain = std::stod(u);
+    else if (const char* u = value("--sustain")) o.sustain = number_arg("--sustain", u);
     else argv[out++] = argv[i];
   }
   argc = out;
