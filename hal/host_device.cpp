@@ -45,8 +45,7 @@ class HostStream final : public Stream {
   void copy(const Tensor& dst, const Tensor& src) override {
     check_host(dst, "copy destination");
     check_host(src, "copy source");
-    if (dst.nbytes() != src.nbytes()) throw Error("stream copy: " + dst.str() + " and " + src.str() + " differ in size");
-    if (dst.nbytes() > 0) std::memmove(dst.data<char>(), src.data<char>(), dst.nbytes());
+    if (check_copy("stream", dst, src)) std::memcpy(dst.data<char>(), src.data<char>(), dst.nbytes());
   }
   void fill_bytes(const Tensor& dst, uint8_t byte) override {
     check_host(dst, "fill");

@@ -18,7 +18,8 @@ class Stream {
   virtual void upload(const Tensor& dst, const void* src) = 0;
   // Copies src.nbytes() bytes into host memory `dst`; waits for prior work and for the copy.
   virtual void download(void* dst, const Tensor& src) = 0;
-  // Device-to-device copy of src into dst (equal byte sizes; throws otherwise).
+  // Device-to-device copy of src into dst. Equal byte sizes, and no shared bytes unless dst
+  // is src (then nothing happens); throws otherwise (see check_copy in hal/tensor.h).
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
   // Fills every byte of dst with `byte` (0xFF gives NaN for floats, -1 for i32).
   virtual void fill_bytes(const Tensor& dst, uint8_t byte) = 0;

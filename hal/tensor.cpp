@@ -46,4 +46,15 @@ std::string Tensor::str() const {
   return s.str();
 }
 
+bool check_copy(const std::string& who, const Tensor& dst, const Tensor& src) {
+  const size_t n = dst.nbytes();
+  if (n != src.nbytes()) throw Error(who + ": copy: dst " + dst.str() + " and src " + src.str() + " differ in size");
+  if (n == 0 || (dst.buffer == src.buffer && dst.offset == src.offset)) return false;
+  if (dst.buffer == src.buffer && dst.offset < src.offset + n && src.offset < dst.offset + n)
+    throw Error(who + ": copy: dst " + dst.str() + " and src " + src.str() +
+                " overlap in one buffer (bytes " + std::to_string(dst.offset) + " and " + std::to_string(src.offset) +
+                ", " + std::to_string(n) + " long)");
+  return true;
+}
+
 }  // namespace msa::hal

@@ -47,4 +47,10 @@ struct Tensor {
   }
 };
 
+// Stream::copy's argument check, shared by every backend: throws msa::Error (prefixed by
+// `who`) when dst and src differ in size or share some of their bytes without being the
+// same range; returns false when there is nothing to copy (no bytes, or dst is src). Device
+// copies (cudaMemcpyAsync, vkCmdCopyBuffer, a copy shader) are undefined on overlap.
+bool check_copy(const std::string& who, const Tensor& dst, const Tensor& src);
+
 }  // namespace msa::hal

@@ -77,9 +77,7 @@ void Stream::download(void* dst, const hal::Tensor& src) {
 }
 
 void Stream::copy(const hal::Tensor& dst, const hal::Tensor& src) {
-  if (dst.nbytes() != src.nbytes())
-    throw Error(name_ + ": copy: dst " + dst.str() + " and src " + src.str() + " differ in size");
-  if (dst.nbytes() == 0) return;
+  if (!hal::check_copy(name_, dst, src)) return;
   activate();
   MSA_CUDA_CHECK(cudaMemcpyAsync(dst.data<char>(), src.data<char>(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream_));
 }

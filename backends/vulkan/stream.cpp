@@ -241,10 +241,8 @@ void VulkanStream::download(void* dst, const hal::Tensor& src) {
 void VulkanStream::copy(const hal::Tensor& dst, const hal::Tensor& src) {
   check_range(dst, "dst");
   check_range(src, "src");
-  MSA_CHECK_ARG(dst.nbytes() == src.nbytes(), "vulkan stream copy", "dst",
-                "has " + std::to_string(dst.nbytes()) + " bytes, src " + std::to_string(src.nbytes()));
+  if (!hal::check_copy("vulkan stream", dst, src)) return;
   const uint64_t n = dst.nbytes();
-  if (n == 0) return;
   if (n >= kShaderCopyMin && n % 16 == 0 && dst.offset % 16 == 0 && src.offset % 16 == 0) {
     shader_copy(as_alloc(dst), dst.offset, as_alloc(src), src.offset, n);
     return;

@@ -19,6 +19,7 @@ namespace {
 
 using msa::hal::DType;
 using msa::hal::HostTensor;
+using msa::hal::Tensor;
 
 const std::vector<std::string> kBackends = {"cpu-ref", "cpu", "cuda", "hip", "vulkan"};
 
@@ -62,6 +63,35 @@ TEST_P(Resources, AllocationThatCannotFitIsAnError) {
   // A tensor whose shape needs far more than any device has.
   EXPECT_NE(error_of([&] { auto t = dev->alloc_tensor(DType::f32, {int64_t{1} << 30, int64_t{1} << 30}); }), "");
   expect_device_works(*dev);  // the failures left the device usable
+}
+
+// Device copies: disjoint rows of one buffer copy; dst == src is a no-op; partly shared
+// bytes or different sizes are errors naming the arguments (device copy engines and shaders
+// are undefined on overlap), and the device stays usable.
+TEST_P(Resources, OverlappingCopyIsAnErrorDisjointRowsCopy) {
+  const std::string backend = GetParam();
+  if (const std::string why = unavailable(backend); !why.empty()) GTEST_SKIP() << backend << ": " << why;
+  auto dev = msa::hal::create_device(backend);
+  HostTensor h(DType::f32, {4, 8});
+  for (int64_t i = 0; i < h.numel(); ++i) h.set(i, static_cast<float>(i));
+  auto d = msa::hal::to_device(*dev, h);
+  const Tensor t = d.tensor;
+  auto& st = dev->stream();
+  st.copy(t.slice_rows(2, 4), t.slice_rows(0, 2));  // disjoint: rows 2-3 <- rows 0-1
+  st.copy(t.slice_rows(1, 3), t.slice_rows(1, 3));  // the same range: nothing to do
+  const HostTensor r = msa::hal::to_host(*dev, t);
+  for (int64_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(r.get(i), static_cast<float>(i));
+    EXPECT_EQ(r.get(16 + i), static_cast<float>(i)) << "row copy, element " << i;
+  }
+  for (const auto& [dst, src] : {std::pair{t.slice_rows(1, 3), t.slice_rows(0, 2)}, {t.slice_rows(0, 3), t.slice_rows(1, 4)}}) {
+    const std::string msg = error_of([&] { st.copy(dst, src); });
+    EXPECT_NE(msg.find("overlap"), std::string::npos) << "overlapping copy: " << msg;
+    EXPECT_NE(msg.find("copy: dst"), std::string::npos) << "message does not name the arguments: " << msg;
+  }
+  const std::string size_msg = error_of([&] { st.copy(t.slice_rows(0, 1), t.slice_rows(1, 3)); });
+  EXPECT_NE(size_msg.find("differ in size"), std::string::npos) << size_msg;
+  expect_device_works(*dev);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Resources, ::testing::ValuesIn(kBackends), [](const auto& info) {
