@@ -643,6 +643,19 @@ FaParams fa_params(const OpParams& a) {
   p.o.lse = a.o.lse;
   return p;
 }
+// The fields a paged-cache call (dense or sparse) adds: caches, heads, tiles per page.
+template <class PagedParams>
+FaParams fa_paged_params(const PagedParams& a, int kind) {
+  FaParams p = fa_params(a);
+  p.kind = kind;
+  p.kc = a.kc;
+  p.vc = a.vc;
+  p.Hq = a.Hq;
+  p.Hkv = a.Hkv;
+  p.G = a.G;
+  p.tpb = (a.bt.Bs + kFaBK - 1) / kFaBK;
+  return p;
+}
 
 // Instantiations: {bf16, f16} x {(DP 64, MT 1), (DP 128, MT 1), (DP 128, MT 2)}.
 void fa_launch(Stream& st, const FaParams& p, hal::DType dt, unsigned grid, int mt) {
@@ -689,28 +702,15 @@ bool fa_run_paged(Stream& st, FaParams& p, hal::DType dt, int64_t max_tiles) {
 
 bool launch_flash_dense(Stream& st, const DenseParams& d, hal::DType dt) {
   if (!fa_ok(st, kFaDense, dt, d.D, d.q, d.kc, d.vc, d.o.out) || d.G < 1 || d.G > kFaRows) return false;
-  FaParams p = fa_params(d);
-  p.kind = kFaDense;
-  p.kc = d.kc;
-  p.vc = d.vc;
-  p.Hq = d.Hq;
-  p.Hkv = d.Hkv;
-  p.G = d.G;
+  FaParams p = fa_paged_params(d, kFaDense);
   p.tpc = kFaRows / d.G;
-  p.tpb = (d.bt.Bs + kFaBK - 1) / kFaBK;
   return fa_run_paged(st, p, dt, int64_t{d.bt.max_blocks} * p.tpb);
 }
 
 bool launch_flash_sparse(Stream& st, const SparseParams& s, hal::DType dt) {
   if (!fa_ok(st, kFaSparse, dt, s.D, s.q, s.kc, s.vc, s.o.out) || s.G < 1 || s.G > kFaRows) return false;
   if ((s.Hs != 1 && s.Hs != s.Hkv) || s.k < 1 || s.k > kFaMaxSel) return false;
-  FaParams p = fa_params(s);
-  p.kind = kFaSparse;
-  p.kc = s.kc;
-  p.vc = s.vc;
-  p.Hq = s.Hq;
-  p.Hkv = s.Hkv;
-  p.G = s.G;
+  FaParams p = fa_paged_params(s, kFaSparse);
   p.tpc = std::max(1, std::min({kFaRows / s.G, kFaMaxQl, kFaMaxSel / s.k}));
   // Default (MSA_CUDA_FLASH_SPARSE unset): only when a block's tokens span at most two query
   // blocks (Qb >= tokens per block). With token-level selection (Qb = 1) a block walks the
@@ -720,7 +720,6 @@ bool launch_flash_sparse(Stream& st, const SparseParams& s, hal::DType dt) {
   // (MSA_CUDA_FLASH_SPARSE=1) until measured on correlated selections.
   static const int mode = env_int("MSA_CUDA_FLASH_SPARSE", -1);
   if (mode < 0 && s.Qb < p.tpc) return false;
-  p.tpb = (s.bt.Bs + kFaBK - 1) / kFaBK;
   p.bidx = s.bidx;
   p.NQ = s.NQ;
   p.Qb = s.Qb;
