@@ -3,6 +3,7 @@
 #include "backends/cuda/stream.h"
 
 #include <algorithm>
+#include <mutex>
 #include <string>
 
 #include "backends/cuda/check.h"
@@ -17,6 +18,31 @@ void throw_gpu_error(cudaError_t err, const char* what, const char* file, int li
   throw Error(std::string(MSA_VENDOR_NAME) + ": " + what + " failed: " + cudaGetErrorString(err) +
               " (error " + std::to_string(static_cast<int>(err)) + ", " + f + ":" + std::to_string(line) + ")");
 }
+
+namespace {
+
+// Pool of counter slots shared by the streams of every device of this backend.
+constexpr int kCounterSlots = 64;
+std::mutex g_slot_mu;
+bool g_slot_used[kCounterSlots] = {};
+
+int acquire_counter_slot() {
+  std::lock_guard<std::mutex> lock(g_slot_mu);
+  for (int i = 0; i < kCounterSlots; ++i)
+    if (!g_slot_used[i]) {
+      g_slot_used[i] = true;
+      return i;
+    }
+  return -1;
+}
+
+void release_counter_slot(int i) {
+  if (i < 0) return;
+  std::lock_guard<std::mutex> lock(g_slot_mu);
+  g_slot_used[i] = false;
+}
+
+}  // namespace
 
 Event::Event(int device_index) {
   MSA_CUDA_CHECK(cudaSetDevice(device_index));
@@ -42,6 +68,7 @@ Stream::Stream(std::string device_name, const DeviceProps& props) : name_(std::m
   MSA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_flag_), 2 * sizeof(int)));
   MSA_CUDA_CHECK(cudaMemsetAsync(flag_, 0, 2 * sizeof(int), stream_));
   MSA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  counter_slot_ = acquire_counter_slot();
 }
 
 Stream::~Stream() {
@@ -53,6 +80,9 @@ Stream::~Stream() {
   if (flag_ != nullptr) cudaFree(flag_);
   if (host_flag_ != nullptr) cudaFreeHost(host_flag_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  // The stream is idle (synchronized above) and every launch leaves its counters at zero,
+  // so the next stream can take the slot over.
+  release_counter_slot(counter_slot_);
 }
 
 void Stream::activate() const {

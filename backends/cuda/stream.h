@@ -65,6 +65,10 @@ class Stream final : public hal::Stream {
   void* workspace(size_t bytes);
   // Per-stream state of CUDA-only kernel files (the cuBLAS handle), created lazily.
   std::shared_ptr<void>& extension(int slot) { return ext_[slot]; }
+  // This stream's index into the per-stream device state of kernels that keep some
+  // (arrival counters that concurrent launches must not share): the lowest index free at
+  // construction, returned to the pool by the destructor; -1 if none was free.
+  int counter_slot() const { return counter_slot_; }
 
  private:
   std::string name_;
@@ -75,6 +79,7 @@ class Stream final : public hal::Stream {
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;
   std::shared_ptr<void> ext_[2];
+  int counter_slot_ = -1;
 };
 
 // The CUDA stream behind a hal::Stream of this backend (made current).

@@ -6,13 +6,27 @@
 namespace msa::vulkan {
 
 Launch::Launch(hal::Stream& stream, std::string shader, hal::OpId op)
-    : stream_(static_cast<VulkanStream&>(stream)), dev_(stream_.device()), shader_(std::move(shader)), op_(op) {
+    : stream_(static_cast<VulkanStream&>(stream)),
+      dev_(stream_.device()),
+      shader_(std::move(shader)),
+      where_(hal::op_name(op)),
+      error_word_(static_cast<uint32_t>(op)) {
+  Allocation* err = dev_.error_flags();
+  infos_.push_back({err->buffer, 0, err->size});
+}
+
+Launch::Launch(hal::Stream& stream, std::string shader, std::string where)
+    : stream_(static_cast<VulkanStream&>(stream)),
+      dev_(stream_.device()),
+      shader_(std::move(shader)),
+      where_(std::move(where)),
+      error_word_(0) {
   Allocation* err = dev_.error_flags();
   infos_.push_back({err->buffer, 0, err->size});
 }
 
 uint32_t Launch::bind(const hal::Tensor& t, const char* what) {
-  const char* where = hal::op_name(op_);
+  const char* where = where_.c_str();
   if (!t.present()) {
     bind_raw(dev_.dummy(), dev_.dummy()->size);
     return 0;
@@ -42,7 +56,7 @@ void Launch::bind_raw(Allocation* a, uint64_t bytes, uint64_t offset) {
   uint64_t range = bytes < 4 ? 4 : (bytes + 3) / 4 * 4;
   if (offset + range > a->size) range = a->size - offset;
   if (range > dev_.caps().max_storage_range)
-    throw Error(std::string(hal::op_name(op_)) + ": workspace binding of " + std::to_string(range) +
+    throw Error(where_ + ": workspace binding of " + std::to_string(range) +
                 " bytes exceeds maxStorageBufferRange");
   infos_.push_back({a->buffer, offset, range});
 }
@@ -53,10 +67,10 @@ void Launch::run_raw(const void* pc, uint32_t pc_bytes, uint64_t groups) {
   const uint64_t gx = groups < caps.max_groups[0] ? groups : caps.max_groups[0];
   const uint64_t gy = (groups + gx - 1) / gx;
   if (gy > caps.max_groups[1])
-    throw Error(std::string(hal::op_name(op_)) + ": " + std::to_string(groups) +
+    throw Error(where_ + ": " + std::to_string(groups) +
                 " workgroups exceed this device's dispatch limits");
   const auto nb = static_cast<uint32_t>(infos_.size());
-  const Pipeline& p = dev_.pipelines().get(shader_, static_cast<uint32_t>(op_), nb, pc_bytes);
+  const Pipeline& p = dev_.pipelines().get(shader_, error_word_, nb, pc_bytes);
   VkDescriptorSet set = stream_.allocate_set(p.set_layout, nb);
   std::vector<VkWriteDescriptorSet> writes(nb);
   for (uint32_t i = 0; i < nb; ++i) {

@@ -22,6 +22,9 @@ class Launch {
  public:
   // `shader` is the embedded SPIR-V name; error flags go to the word of `op`.
   Launch(hal::Stream& stream, std::string shader, hal::OpId op);
+  // A shader that is not an op's (the stream's copy): `where` names it in errors; it must
+  // never raise the device-side error flag (it gets no word of its own).
+  Launch(hal::Stream& stream, std::string shader, std::string where);
 
   // Binds `t` (or the dummy buffer when absent) and returns its element offset within
   // the binding, in units of its dtype (bytes for fp8). Throws msa::Error naming `what`.
@@ -42,7 +45,8 @@ class Launch {
   VulkanStream& stream_;
   VulkanDevice& dev_;
   std::string shader_;
-  hal::OpId op_;
+  std::string where_;  // the op's name (or the internal shader's) in error messages
+  uint32_t error_word_;  // the op's word of the device error flags
   std::vector<VkDescriptorBufferInfo> infos_;
 };
 

@@ -272,10 +272,11 @@ void VulkanStream::shader_copy(Allocation* dst, uint64_t dst_off, Allocation* sr
     pc.off_src = static_cast<uint32_t>((so - sb) / 16);
     pc.off_dst = static_cast<uint32_t>((dof - db) / 16);
     pc.n = static_cast<uint32_t>(bytes / 16);
-    Launch l(*this, "copy_u4", hal::OpId::indexer_score);  // error slot unused: never flags
+    Launch l(*this, "copy_u4", "vulkan: copy");
     l.bind_raw(src, so - sb + bytes, sb);
     l.bind_raw(dst, dof - db + bytes, db);
     l.run(pc, (uint64_t{pc.n} + kCopyUnitsPerGroup - 1) / kCopyUnitsPerGroup);
+    ++shader_copy_dispatches_;
     done += bytes;
   }
 }

@@ -29,6 +29,8 @@ class VulkanStream : public hal::Stream {
   void synchronize() override;
 
   VulkanDevice& device() { return dev_; }
+  // Dispatches of the copy shader so far (copy() of large aligned ranges), for tests.
+  uint64_t shader_copy_dispatches() const { return shader_copy_dispatches_; }
 
   // --- for kernels and events -------------------------------------------------------
   // The open command buffer with a barrier against all earlier work already recorded;
@@ -57,6 +59,7 @@ class VulkanStream : public hal::Stream {
   std::unique_ptr<Batch> open_;
   std::deque<std::unique_ptr<Batch>> in_flight_;
   std::vector<std::unique_ptr<Batch>> free_;
+  uint64_t shader_copy_dispatches_ = 0;
 };
 
 }  // namespace msa::vulkan

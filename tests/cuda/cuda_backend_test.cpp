@@ -16,6 +16,7 @@
 #include "hal/host_tensor.h"
 #include "hal/registry.h"
 #include "ops/ops.h"
+#include "tests/common/no_cuda_device.h"
 
 namespace msa {
 namespace {
@@ -24,16 +25,6 @@ const hal::BackendStatus* cuda_status(std::vector<hal::BackendStatus>& all) {
   for (auto& s : all)
     if (s.name == "cuda") return &s;
   return nullptr;
-}
-
-// "" when a CUDA device exists, else why not.
-std::string no_gpu() {
-  auto all = hal::list_backends();
-  const auto* s = cuda_status(all);
-  if (s == nullptr) return "cuda is unknown to the registry";
-  if (!s->compiled) return "cuda backend not compiled in";
-  if (s->devices.empty()) return "no CUDA device: " + s->unavailable_reason;
-  return "";
 }
 
 TEST(CudaProbe, ReportsDevicesOrACleanReason) {
@@ -54,7 +45,7 @@ TEST(CudaProbe, ReportsDevicesOrACleanReason) {
 class CudaDevice : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string why = no_gpu(); !why.empty()) GTEST_SKIP() << why;
+    if (std::string why = test::no_cuda_device(); !why.empty()) GTEST_SKIP() << why;
     dev = hal::create_device("cuda:0");
   }
   std::unique_ptr<hal::Device> dev;

@@ -16,19 +16,11 @@
 #include "hal/host_tensor.h"
 #include "hal/registry.h"
 #include "ops/ops.h"
+#include "tests/common/no_cuda_device.h"
 
 namespace msa {
 namespace {
 
-std::string no_gpu() {
-  for (const auto& s : hal::list_backends())
-    if (s.name == "cuda") {
-      if (!s.compiled) return "cuda backend not compiled in";
-      if (s.devices.empty()) return "no CUDA device: " + s.unavailable_reason;
-      return "";
-    }
-  return "cuda is unknown to the registry";
-}
 
 // A decode step of B sequences (one query each) through the whole MSA selection path.
 struct Layer {
@@ -127,7 +119,7 @@ struct Layer {
 class CudaGraph : public ::testing::TestWithParam<hal::DType> {
  protected:
   void SetUp() override {
-    if (std::string why = no_gpu(); !why.empty()) GTEST_SKIP() << why;
+    if (std::string why = test::no_cuda_device(); !why.empty()) GTEST_SKIP() << why;
     dev = hal::create_device("cuda:0");
   }
   std::unique_ptr<hal::Device> dev;

@@ -5,6 +5,9 @@
 #include <numeric>
 
 #include "ops/ops.h"
+#if MSA_TEST_VULKAN_INTERNALS
+#include "backends/vulkan/stream.h"
+#endif
 #include "tests/vulkan/vk_test_util.h"
 
 namespace msa::vulkan_test {
@@ -73,8 +76,15 @@ TEST_F(VulkanTest, LargeAlignedCopyRunsAsShaderAndKeepsNeighbours) {
   std::vector<uint8_t> base(2 * kN + 64);
   for (size_t i = 0; i < base.size(); ++i) base[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
   dev().stream().upload(whole, base.data());
+#if MSA_TEST_VULKAN_INTERNALS
+  auto& vs = static_cast<vulkan::VulkanStream&>(dev().stream());
+  const uint64_t dispatches = vs.shader_copy_dispatches();
+#endif
   dev().stream().copy(hal::Tensor(b, DType::fp8_e4m3, {static_cast<int64_t>(kBytes)}, kDst),
                       hal::Tensor(b, DType::fp8_e4m3, {static_cast<int64_t>(kBytes)}, kSrc));
+#if MSA_TEST_VULKAN_INTERNALS
+  EXPECT_EQ(vs.shader_copy_dispatches(), dispatches + 1) << "the copy did not run as copy.comp";
+#endif
   std::vector<uint8_t> want = base;
   std::copy(base.begin() + kSrc, base.begin() + kSrc + kBytes, want.begin() + kDst);
   std::vector<uint8_t> got(base.size());

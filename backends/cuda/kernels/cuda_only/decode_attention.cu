@@ -490,7 +490,7 @@ template <bool kDense>
 bool launch_decode(Stream& st, DecParams& p, hal::DType dt, int64_t groups) {
   if (groups <= 0) return true;
   if (p.S > 1) {
-    p.slot = stream_slot(st.native(), kCtrSlots);  // streams beyond kCtrSlots use the old kernels
+    p.slot = stream_slot(st, kCtrSlots);  // streams beyond kCtrSlots use the old kernels
     if (p.slot < 0) return false;
     split_buffers(st, p.S, int64_t{p.bt.T} * p.Hq, p.D, p.o);
   }

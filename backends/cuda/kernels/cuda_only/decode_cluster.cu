@@ -328,7 +328,10 @@ bool log_enabled() {
   return on;
 }
 
-std::atomic<bool> pdl_with_clusters{true};
+// Whether the driver accepts programmatic launch together with clusters: -1 not known yet,
+// 1 yes, 0 refused. Only an uncaptured launch may find out: a refused launch inside a
+// stream capture would invalidate the capture.
+std::atomic<int> pdl_with_clusters{-1};
 
 // Stages for E blocks per rank: every half in flight at once where it fits (2E + 1); 3
 // for two CTAs per SM.
@@ -461,16 +464,25 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() && pdl_with_clusters.load() ? 2 : 1;
+    bool try_pdl = false;
+    if (pdl_enabled()) {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      MSA_CUDA_CHECK(cudaStreamIsCapturing(st.native(), &capture));
+      const int known = pdl_with_clusters.load();
+      try_pdl = known == 1 || (known == -1 && capture == cudaStreamCaptureStatusNone);
+    }
+    cfg.numAttrs = try_pdl ? 2 : 1;
     const auto t0 = std::chrono::steady_clock::now();
     cudaError_t err = cudaLaunchKernelEx(&cfg, kern, p);
-    if (err != cudaSuccess && cfg.numAttrs == 2) {
-      // A driver that refuses programmatic launch together with clusters: launch plain,
-      // and from now on always.
-      (void)cudaGetLastError();
-      pdl_with_clusters.store(false);
-      cfg.numAttrs = 1;
-      err = cudaLaunchKernelEx(&cfg, kern, p);
+    if (try_pdl) {
+      pdl_with_clusters.store(err == cudaSuccess ? 1 : 0);
+      if (err != cudaSuccess) {
+        // A driver that refuses programmatic launch together with clusters: launch plain,
+        // and from now on always.
+        (void)cudaGetLastError();
+        cfg.numAttrs = 1;
+        err = cudaLaunchKernelEx(&cfg, kern, p);
+      }
     }
     MSA_CUDA_CHECK(err);
     MSA_CUDA_CHECK_LAUNCH();

@@ -402,7 +402,7 @@ bool launch_split(Stream& st, const TopkParams& p, int64_t rows) {
   if (sa.S < 2) return false;
   sa.chunk = (p.n + sa.S - 1) / sa.S;
   if (sa.chunk > kSplitThreads * kSplitMaxPer) return false;
-  sa.slot = stream_slot(st.native(), kTopkSlots);
+  sa.slot = stream_slot(st, kTopkSlots);
   if (sa.slot < 0) return false;
   const int64_t M = rows * sa.S * int64_t{p.k};
   char* ws = static_cast<char*>(st.workspace(static_cast<size_t>(M) * 8 + 256));

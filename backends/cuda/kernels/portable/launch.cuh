@@ -3,7 +3,6 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "backends/cuda/check.h"
@@ -50,20 +49,11 @@ void allow_smem(int bytes, int device) {
   if (device < 32) done |= 1u << device;
 }
 
-// A small number per stream, 0..n-1 in order of first use, for kernels that keep per-stream
-// device state (arrival counters that must not be shared by concurrent launches); -1 once
-// n streams have one. One table for every caller (an inline function's statics).
-inline int stream_slot(cudaStream_t s, int n) {
-  constexpr int kMax = 64;
-  static std::mutex mu;
-  static cudaStream_t seen[kMax] = {};
-  static int used = 0;
-  std::lock_guard<std::mutex> lock(mu);
-  for (int i = 0; i < used; ++i)
-    if (seen[i] == s) return i < n ? i : -1;
-  if (used == kMax || used >= n) return -1;
-  seen[used] = s;
-  return used++;
+// The stream's counter slot if it is below n (the kernel's table size), else -1: kernels
+// that keep per-stream device state fall back to a stateless variant then.
+inline int stream_slot(const Stream& s, int n) {
+  const int i = s.counter_slot();
+  return i >= 0 && i < n ? i : -1;
 }
 
 }  // namespace msa::MSA_GPU_NS
