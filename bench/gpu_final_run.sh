@@ -6,7 +6,8 @@
 # sweep against our dense attention and PyTorch SDPA. Logs under $OUT; a summary last.
 # Each step is time-boxed so that the whole call stays under 10 minutes.
 #   from the repo root there: source .device-deps/unpack.sh; bash bench/gpu_final_run.sh [phases]
-# phases (default all, in this order of importance): build check sweep bench test sanitize
+# phases (default all, in this order of importance): build check sweep bench prefill test
+#   sanitize dist (dist runs only where there are 2 or more GPUs)
 #   MSA_SRC=<dir>  source tree to build (default: the current directory)
 set -u
 # Logs go to $LOGS; after every phase they are packed into $OUT/logs.tgz (the device tool
@@ -16,7 +17,7 @@ OUT=${LOGS:-/tmp/msa-final-logs}
 mkdir -p "$RESULT" "$OUT"
 pack() { tar -czf "$RESULT/logs.tgz" -C "$OUT" . 2>/dev/null; cp "$OUT/run.log" "$RESULT/" 2>/dev/null
          cp "$OUT"/sweep/layer_sweep.* "$RESULT/" 2>/dev/null; true; }
-PHASES=${1:-"build check sweep bench test sanitize"}
+PHASES=${1:-"build check sweep bench prefill test sanitize dist"}
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 LOG=$OUT/run.log
 start=$(date +%s)
@@ -31,7 +32,7 @@ if has build; then
   say "configure + build ($SRC)"
   { cmake -S "$SRC" -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DMSA_CUDA=ON \
       -DMSA_VULKAN=ON -DMSA_HIP=OFF -DMSA_CPU_SIMD=OFF &&
-    cmake --build $B -j16 --target msa_cli msa-bench msa_tests_cuda; } > "$OUT/build.log" 2>&1
+    cmake --build $B -j16 --target msa_cli msa-bench msa_tests_cuda msa_tests_vulkan msa_tests_dist; } > "$OUT/build.log" 2>&1
   rc=$?
   SUMMARY+=("build rc=$rc")
   if [ $rc -ne 0 ]; then grep -E "error" "$OUT/build.log" | head -20; tail -30 "$OUT/build.log"; exit 1; fi
@@ -78,10 +79,28 @@ if has bench; then
   pack
 fi
 
+if has prefill; then
+  # Sparse prefill of an 8K chunk at token-level selection (Qb = 1): the wmma kernel
+  # (default) against the flash kernel's union walk (MSA_CUDA_FLASH_SPARSE=1), on
+  # independent random selections and on correlated ones (select=walk).
+  say "sparse prefill Qb=1: wmma vs flash union walk, random and walk selections"
+  PF='sparse_block_attention/B=1 T=8192 q=\[8192\] kv=\[(131072|1048576)\] .*Qb=1 '
+  for fs in 0 1; do
+    MSA_CUDA_FLASH_SPARSE=$fs timeout 60 $B/bench/msa-bench --backend=cuda --benchmark_filter="$PF" \
+      --benchmark_min_time=0.05s > "$OUT/bench_sparse_prefill_flash$fs.log" 2>&1
+    SUMMARY+=("sparse prefill flash_sparse=$fs rc=$?")
+    grep -E "^cuda/sparse" "$OUT/bench_sparse_prefill_flash$fs.log" | cut -c1-200 | tee -a "$LOG"
+  done
+  pack
+fi
+
 if has test; then
-  say "msa_tests_cuda"
-  timeout 45 $B/tests/msa_tests_cuda > "$OUT/test_cuda.log" 2>&1
-  SUMMARY+=("msa_tests_cuda rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_cuda.log" | tr '\n' ' ')")
+  for t in cuda vulkan; do
+    exe=$B/tests/$t/msa_tests_$t; [ -x $exe ] || exe=$B/tests/msa_tests_$t
+    say "msa_tests_$t"
+    timeout 60 $exe > "$OUT/test_$t.log" 2>&1
+    SUMMARY+=("msa_tests_$t rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_$t.log" | tr '\n' ' ')")
+  done
   pack
 fi
 
@@ -95,6 +114,20 @@ if has sanitize; then
     timeout 60 compute-sanitizer --tool racecheck --error-exitcode 3 $MSA check --backend cuda --cases quick --op $ops 2>&1 | tail -4
     echo "racecheck rc=${PIPESTATUS[0]}"; } > "$OUT/sanitizer.log" 2>&1
   SUMMARY+=("$(grep -E '^(memcheck|racecheck) rc' "$OUT/sanitizer.log" | tr '\n' ' ')")
+  pack
+fi
+
+if has dist && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts
+  say "msa_tests_dist and msa layer --gpus 2 (heads-sharded-ki) on 2 GPUs"
+  exe=$B/tests/dist/msa_tests_dist; [ -x $exe ] || exe=$B/tests/msa_tests_dist
+  timeout 120 $exe > "$OUT/test_dist.log" 2>&1
+  SUMMARY+=("msa_tests_dist rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/test_dist.log" | tr '\n' ' ')")
+  for g in 1 2; do
+    timeout 60 $MSA layer --backend cuda --batch 8 --context 1048576 --iters 10 --gpus $g --parallel heads-sharded-ki
+  done > "$OUT/layer_dist.log" 2>&1
+  SUMMARY+=("layer heads-sharded-ki rc=$?")
+  grep -E "^msa layer|layer step|single device|check vs" "$OUT/layer_dist.log" | tee -a "$LOG"
   pack
 fi
 
