@@ -50,7 +50,7 @@ namespace {
 
 constexpr int kConsumers = 256;              // two consumer warpgroups
 constexpr int kThreads = kConsumers + 128;   // + the producer warpgroup (one thread works)
-constexpr int kRows = 128;                   // GEMM rows per CTA: 64 per consumer warpgroup
+// GEMM rows per CTA: 128 * MT, MT = 64-row m-tiles per consumer warpgroup (1 or 2).
 constexpr int kChunk = 128;                  // keys per step
 constexpr int kStages = 4;                   // key ring depth
 constexpr int kMaxSpan = 256;                // KV blocks per CTA at most (page ids in shared memory)
@@ -63,23 +63,25 @@ struct WgIndexerParams {
   int Qb = 1;
   int64_t NQ = 0;
   int Hi = 4, logHi = 2;
-  int TM = 32, logTM = 5;  // token slots per tile: kRows / Hi
+  int TM = 32, logTM = 5;  // token slots per tile: rows / Hi
   int W = 32;              // tile window in positions: max(Qb, TM)
   int nsplit = 1;
   float base = 1.0f;       // logit = dot * base: scale_i, times log2(e) for lse
 };
 
-template <int NP>  // 64-column (128-byte) panels of Di
+template <int NP, int MT>  // 64-column (128-byte) panels of Di; m-tiles per warpgroup
 struct WgLayout {
-  static constexpr int PANEL_Q = kRows * 128;
+  static constexpr int ROWS = 128 * MT;
+  static constexpr int PANEL_Q = ROWS * 128;
   static constexpr int PANEL_K = kChunk * 128;
-  static constexpr int Q_OFF = 0;                                  // [NP][kRows][64] swizzled
+  static constexpr int Q_OFF = 0;                                  // [NP][ROWS][64] swizzled
   static constexpr int K_OFF = Q_OFF + NP * PANEL_Q;               // [kStages][NP][kChunk][64]
   static constexpr int STAGE = NP * PANEL_K;
   static constexpr int BAR_OFF = K_OFF + kStages * STAGE;          // full[S], empty[S], qfull, qempty
   static constexpr int PAGE_OFF = BAR_OFF + (2 * kStages + 2) * 8;  // [kMaxSpan] page ids
-  static constexpr int SC_OFF = PAGE_OFF + kMaxSpan * 4;           // [2][kRows] row scores
-  static constexpr int BYTES = SC_OFF + 2 * kRows * 4 + 1024;      // + slack to align the base
+  static constexpr int SC_OFF = PAGE_OFF + kMaxSpan * 4;           // [2][ROWS] row scores
+  static constexpr int WMAX_OFF = SC_OFF + 2 * ROWS * 4;           // [2][8] per-warp maxima
+  static constexpr int BYTES = WMAX_OFF + 2 * 8 * 4 + 1024;        // + slack to align the base
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -116,18 +118,21 @@ __device__ __forceinline__ void pool_merge(float& m, float& e, float m2, float e
   m = mx;
 }
 
-// Issues the wgmma chain of one step (K = NP * 64) into acc: A = this warpgroup's 64 Q
-// rows, B = the stage's 128 keys, both K-major 128-byte swizzled.
-template <int NP>
-__device__ __forceinline__ void issue_step(float (&acc)[64], uint32_t a_base, uint32_t b_base) {
+// Issues the wgmma chains of one step (K = NP * 64) into acc[mt]: A = the warpgroup's
+// m-tile mt (64 Q rows from a_base), B = the stage's 128 keys, both K-major 128-byte
+// swizzled; one commit group.
+template <int NP, int MT>
+__device__ __forceinline__ void issue_step(float (&acc)[MT][64], uint32_t a_base, uint32_t b_base) {
   hopper::wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < NP * 4; ++kk) {
-    const uint32_t off = (kk % 4) * 32;  // k16 slice inside the 64-column panel kk / 4
-    const uint64_t da = hopper::desc_kmajor_sw128(a_base + (kk / 4) * (kRows * 128) + off);
-    const uint64_t db = hopper::desc_kmajor_sw128(b_base + (kk / 4) * (kChunk * 128) + off);
-    hopper::wgmma_ss<kBF16, 128>(acc, da, db, kk > 0);
-  }
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < NP * 4; ++kk) {
+      const uint32_t off = (kk % 4) * 32;  // k16 slice inside the 64-column panel kk / 4
+      const uint64_t da = hopper::desc_kmajor_sw128(a_base + mt * 64 * 128 + (kk / 4) * (WgLayout<NP, MT>::PANEL_Q) + off);
+      const uint64_t db = hopper::desc_kmajor_sw128(b_base + (kk / 4) * (kChunk * 128) + off);
+      hopper::wgmma_ss<kBF16, 128>(acc[mt], da, db, kk > 0);
+    }
   hopper::wgmma_commit();
 }
 
@@ -171,12 +176,14 @@ __device__ __forceinline__ void step_partials(const float (&acc)[64], const int 
   }
 }
 
-template <int NP, bool LSE, bool SCALE_EACH>
+template <int NP, int MT, bool LSE, bool SCALE_EACH>
 __global__ void __launch_bounds__(kThreads, 1)
     indexer_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
                          const WgIndexerParams p) {
 #if MSA_HOPPER_PTX
-  using L = WgLayout<NP>;
+  using L = WgLayout<NP, MT>;
+  constexpr int kRows = L::ROWS;
+  constexpr int NR = 2 * MT;  // accumulator rows per thread
   extern __shared__ char smem_raw[];
   char* const smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // 1024-aligned (swizzle atoms)
   const uint32_t sb_addr = smem_u32(smem);
@@ -216,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto fill = [&](int c0, int c1, int first, int stride) {
     const int n = c1 - c0;
     if (n <= 0) return;
-    const int total = nqb * Hi * n;  // nqb * Hi <= 2 kRows, n <= max_blocks
+    const int total = nqb * Hi * n;  // nqb * Hi <= 2 * rows, n <= max_blocks
     for (int i = first; i < total; i += stride) {
       const int rh = i / n;
       const int64_t qb = tl.qb0 + rh / Hi;
@@ -246,6 +253,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // ---- producer: thread 0 of the last warpgroup ---------------------------------------------
   if (warp >= kConsumers / 32) {
+    // MT = 2: 128 accumulators per consumer thread; the producer warpgroup gives most of its
+    // registers to the consumers (384 threads launch with 168 each).
+    if constexpr (MT == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid != kConsumers) {  // the other producer threads write the -inf tail meanwhile
       fill(tb, te, tid - kConsumers - 1, 127);
       return;
@@ -290,20 +300,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // ---- consumers ---------------------------------------------------------------------------
+  if constexpr (MT == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int wg = warp / 4, w = warp % 4, g = lane / 4, q = lane % 4;
-  const uint32_t a_base = sb_addr + L::Q_OFF + wg * 64 * 128;
-  // This thread's accumulator rows: r = 64 wg + 16 w + 8 hh + g, token slot r / Hi.
-  int rslot[2];
+  const uint32_t a_base = sb_addr + L::Q_OFF + wg * MT * 64 * 128;
+  // This thread's accumulator rows: j = 2 mt + hh is row r = 64 (MT wg + mt) + 16 w + 8 hh + g
+  // of the tile, token slot r / Hi.
+  int rrow[NR], rslot[NR];
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh) rslot[hh] = (64 * wg + 16 * w + 8 * hh + g) >> p.logHi;
+  for (int j = 0; j < NR; ++j) {
+    rrow[j] = 64 * (MT * wg + j / 2) + 16 * w + 8 * (j % 2) + g;
+    rslot[j] = rrow[j] >> p.logHi;
+  }
   const bool reg_pool = Hi == 4 && Qb <= 4;  // token pooling in registers (see the top)
   // Shared-memory pooling roles (as indexer_tc): thread = (head ph, token slot ptt).
   const int ph = tid >> p.logTM, ptt = tid & (TM - 1);
-  const bool pactive = ph < Hi;
+  const bool pactive = ph < Hi;  // warp-uniform: Hi * TM = rows is a multiple of 128
   const int prow = pactive ? ptt * Hi + ph : 0;
   const int Qp = min(Qb, TM);
+  float* const s_wmax = reinterpret_cast<float*>(smem + L::WMAX_OFF);
 
-  float acc[64];
+  float acc[MT][64];
   if (wg == 1) named_arrive(2);  // warpgroup 0 issues first
   int u = 0, gstep = 0, nend = 0, sidx = 0;
   for (int sb = sb0; sb <= tl.p1; sb += TM, ++sidx) {
@@ -314,89 +330,112 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int k_begin = cb * Bs;
     const int k_stop = min(c_end * Bs, phi + 1);
     const int nch = (k_stop - k_begin + kChunk - 1) / kChunk;
-    int lim[2];
+    int lim[NR];
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh)
-      lim[hh] = (rslot[hh] >= tt0 && rslot[hh] < tt0 + ntok) ? sb + rslot[hh] : -1;
+    for (int j = 0; j < NR; ++j) lim[j] = (rslot[j] >= tt0 && rslot[j] < tt0 + ntok) ? sb + rslot[j] : -1;
 
     hopper::mbar_wait(bar_qfull, u & 1);
-    float run_m[2] = {ninf, ninf}, run_e[2] = {0.0f, 0.0f};
-    int c = cb, off = 0;  // block and offset of the step being finished
+    float run_m[NR], run_e[NR];
+#pragma unroll
+    for (int j = 0; j < NR; ++j) {
+      run_m[j] = ninf;
+      run_e[j] = 0.0f;
+    }
+    int c = cb, off = 0;  // block and offset of the current step
 
     // Step i: wait for its keys and for this warpgroup's turn on the tensor pipe, issue the
-    // wgmma chain, hand the turn to the other warpgroup, wait for the result, release the
-    // stage, then the epilogue (which overlaps the other warpgroup's chain).
-    auto step = [&](float (&cur)[64], int i) {
+    // wgmma chains, hand the turn to the other warpgroup, wait for the result, release the
+    // stage, then the epilogue (which overlaps the other warpgroup's chains).
+    for (int i = 0; i < nch; ++i) {
       const int g0 = gstep + i, st = g0 % kStages;
       hopper::mbar_wait(bar_full + 8 * st, (g0 / kStages) & 1);
       named_sync(2 + wg);
-      issue_step<NP>(cur, a_base, sb_addr + L::K_OFF + st * L::STAGE);
+      issue_step<NP, MT>(acc, a_base, sb_addr + L::K_OFF + st * L::STAGE);
       named_arrive(3 - wg);
       hopper::wgmma_wait<0>();
-      hopper::fence_regs(cur);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) hopper::fence_regs(acc[mt]);
       mbar_arrive_if(bar_empty + 8 * st, lane == 0);         // stage read by this warp
       mbar_arrive_if(bar_qempty, lane == 0 && i + 1 >= nch);  // Q no longer read
       const int k0 = k_begin + i * kChunk;
       const bool pgok = __shfl_sync(0xffffffffu, s_page[c - cb], 0) >= 0;  // warp-uniform
-      float m[2], e[2];
-      if (pgok && k0 + kChunk - 1 <= plo) {
-        step_partials<true, LSE, SCALE_EACH>(cur, lim, p.base, q, m, e);
-      } else {
-        int nv[2];
+      float m[NR], e[NR];
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) nv[hh] = pgok ? min(max(lim[hh] - k0 + 1, 0), kChunk) : 0;
-        step_partials<false, LSE, SCALE_EACH>(cur, nv, p.base, q, m, e);
+      for (int mt = 0; mt < MT; ++mt) {
+        float mm[2], ee[2];
+        const int lm[2] = {lim[2 * mt], lim[2 * mt + 1]};
+        if (pgok && k0 + kChunk - 1 <= plo) {
+          step_partials<true, LSE, SCALE_EACH>(acc[mt], lm, p.base, q, mm, ee);
+        } else {
+          int nv[2];
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) nv[hh] = pgok ? min(max(lm[hh] - k0 + 1, 0), kChunk) : 0;
+          step_partials<false, LSE, SCALE_EACH>(acc[mt], nv, p.base, q, mm, ee);
+        }
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          m[2 * mt + hh] = mm[hh];
+          e[2 * mt + hh] = ee[hh];
+        }
       }
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
+      for (int j = 0; j < NR; ++j) {
         if (off == 0) {
-          run_m[hh] = m[hh];
-          run_e[hh] = e[hh];
+          run_m[j] = m[j];
+          run_e[j] = e[j];
         } else if constexpr (LSE) {
-          pool_merge(run_m[hh], run_e[hh], m[hh], e[hh]);
+          pool_merge(run_m[j], run_e[j], m[j], e[j]);
         } else {
-          run_m[hh] = fmaxf(run_m[hh], m[hh]);
+          run_m[j] = fmaxf(run_m[j], m[j]);
         }
       }
       if (off + kChunk >= Bs || k0 + kChunk >= k_stop) {  // block c is complete
-        float v[2];
+        float v[NR];
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          v[hh] = ninf;
-          if (lim[hh] >= 0)
-            v[hh] = LSE ? (run_m[hh] == ninf ? ninf : (run_m[hh] + log2f(run_e[hh])) * kLn2) : run_m[hh];
+        for (int j = 0; j < NR; ++j) {
+          v[j] = ninf;
+          if (lim[j] >= 0) v[j] = LSE ? (run_m[j] == ninf ? ninf : (run_m[j] + log2f(run_e[j])) * kLn2) : run_m[j];
         }
         if (reg_pool) {
           // Row slots: bit 0 = g >> 2 (lane bit 4), bit 1 = hh; head = g & 3.
           if (Qb >= 2) {
 #pragma unroll
-            for (int hh = 0; hh < 2; ++hh) v[hh] = fmaxf(v[hh], __shfl_xor_sync(0xffffffffu, v[hh], 16));
+            for (int j = 0; j < NR; ++j) v[j] = fmaxf(v[j], __shfl_xor_sync(0xffffffffu, v[j], 16));
           }
-          if (Qb >= 4) v[0] = v[1] = fmaxf(v[0], v[1]);
-          const int nw = Qb >= 4 ? 1 : 2;
+          if (Qb >= 4) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) v[2 * mt] = v[2 * mt + 1] = fmaxf(v[2 * mt], v[2 * mt + 1]);
+          }
           if (q == 0 && (Qb == 1 || (g >> 2) == 0)) {
 #pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              if (hh >= nw) break;
-              const int s0 = rslot[hh] & ~(Qb - 1);  // first slot of the query block
+            for (int j = 0; j < NR; ++j) {
+              if (Qb >= 4 && (j % 2) != 0) continue;
+              const int s0 = rslot[j] & ~(Qb - 1);  // first slot of the query block
               if (s0 < tt0 + ntok && s0 + Qb > tt0) {
                 const int64_t qb = tl.qb0 + (sb + s0) / Qb - tl.p0 / Qb;
-                if (qb < p.NQ) p.out[(qb * Hi + (g & 3)) * int64_t{MB} + c] = v[hh];
+                if (qb < p.NQ) p.out[(qb * Hi + (g & 3)) * int64_t{MB} + c] = v[j];
               }
             }
           }
         } else {
           float* const sc = s_sc + (nend & 1) * kRows;
           if (q == 0) {
-            sc[64 * wg + 16 * w + g] = v[0];
-            sc[64 * wg + 16 * w + 8 + g] = v[1];
+#pragma unroll
+            for (int j = 0; j < NR; ++j) sc[rrow[j]] = v[j];
           }
           consumers_sync();
-          if (pactive) {
-            float vv = sc[prow];
+          float vv = sc[prow];
 #pragma unroll
-            for (int d = 1; d < 32; d <<= 1)
-              if (d < Qp) vv = fmaxf(vv, __shfl_xor_sync(0xffffffffu, vv, d));
+          for (int d = 1; d < 32; d <<= 1)
+            if (d < Qp) vv = fmaxf(vv, __shfl_xor_sync(0xffffffffu, vv, d));
+          if (Qp > 32) {  // a query block spans Qp / 32 warps (TM = 64: one head per two warps)
+            float* const wm = s_wmax + (nend & 1) * 8;
+            if (lane == 0) wm[warp] = vv;
+            consumers_sync();
+            if ((ptt & (Qp - 1)) == 0)
+              for (int x = 1; x < Qp / 32; ++x) vv = fmaxf(vv, wm[warp + x]);
+          }
+          if (pactive) {
             if ((ptt & (Qp - 1)) == 0 && ptt < tt0 + ntok && ptt + Qp > tt0) {
               const int64_t qb = tl.qb0 + (sb + ptt) / Qb - tl.p0 / Qb;
               if (qb < p.NQ) {
@@ -414,9 +453,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         off = 0;
         ++c;
       }
-    };
-
-    for (int i = 0; i < nch; ++i) step(acc, i);
+    }
     gstep += nch;
     ++u;
   }
@@ -456,21 +493,21 @@ bool make_map(CUtensorMap* m, const void* base, int64_t rows, int Di, int box_ro
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int NP, bool LSE, bool SCALE_EACH>
+template <int NP, int MT, bool LSE, bool SCALE_EACH>
 void launch(const CUtensorMap& mq, const CUtensorMap& mk, const WgIndexerParams& p, dim3 grid, Stream& st) {
-  constexpr int smem = WgLayout<NP>::BYTES;
-  allow_smem<indexer_wgmma_kernel<NP, LSE, SCALE_EACH>>(smem, st.props().index);
-  indexer_wgmma_kernel<NP, LSE, SCALE_EACH><<<grid, kThreads, smem, st.native()>>>(mq, mk, p);
+  constexpr int smem = WgLayout<NP, MT>::BYTES;
+  allow_smem<indexer_wgmma_kernel<NP, MT, LSE, SCALE_EACH>>(smem, st.props().index);
+  indexer_wgmma_kernel<NP, MT, LSE, SCALE_EACH><<<grid, kThreads, smem, st.native()>>>(mq, mk, p);
 }
 
-template <int NP>
+template <int NP, int MT>
 void launch_np(const CUtensorMap& mq, const CUtensorMap& mk, const WgIndexerParams& p, bool lse, dim3 grid,
                Stream& st) {
   const bool each = !(p.base > 0.0f);
   if (lse)
-    each ? launch<NP, true, true>(mq, mk, p, grid, st) : launch<NP, true, false>(mq, mk, p, grid, st);
+    each ? launch<NP, MT, true, true>(mq, mk, p, grid, st) : launch<NP, MT, true, false>(mq, mk, p, grid, st);
   else
-    each ? launch<NP, false, true>(mq, mk, p, grid, st) : launch<NP, false, false>(mq, mk, p, grid, st);
+    each ? launch<NP, MT, false, true>(mq, mk, p, grid, st) : launch<NP, MT, false, false>(mq, mk, p, grid, st);
 }
 
 // True when the sm_90a kernels are in this build (CMAKE_CUDA_ARCHITECTURES with 90a).
@@ -485,7 +522,11 @@ __global__ void hopper_probe_kernel(int* out) {
 bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   // Default on sm_90; MSA_CUDA_WGMMA_INDEXER=0 leaves prefill to indexer_tc (A/B runs).
   static const bool off = env_int("MSA_CUDA_WGMMA_INDEXER", 1) == 0;
+  // Rows per CTA: 128 (one 64-row m-tile per consumer warpgroup) or 256 (two).
+  static const int rows = static_cast<int>(parse_env_int("MSA_CUDA_WGMMA_INDEXER_ROWS",
+                                                         std::getenv("MSA_CUDA_WGMMA_INDEXER_ROWS"), 128, 128, 256));
   if (off) return false;
+  if (rows != 128 && rows != 256) throw Error("environment variable MSA_CUDA_WGMMA_INDEXER_ROWS: must be 128 or 256");
   auto& st = gpu_stream(s);
   const DeviceProps& pr = st.props();
   if (!pr.native_tier || pr.cc_major != 9) return false;
@@ -527,7 +568,7 @@ bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   p.NQ = a.NQ;
   p.Hi = static_cast<int>(Hi);
   p.logHi = __builtin_ctz(static_cast<unsigned>(Hi));
-  p.TM = kRows / p.Hi;
+  p.TM = rows / p.Hi;
   p.logTM = __builtin_ctz(static_cast<unsigned>(p.TM));
   p.W = std::max(a.Qb, p.TM);
   const bool lse = a.pool == ops::Pool::lse;
@@ -540,16 +581,20 @@ bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   if (tiles > INT32_MAX || nsplit > 65535) return false;
   p.nsplit = static_cast<int>(nsplit);
   const int np = Di <= 64 ? 1 : 2;
-  const int smem = np == 1 ? WgLayout<1>::BYTES : WgLayout<2>::BYTES;
+  const int smem = np == 1 ? (rows == 128 ? WgLayout<1, 1>::BYTES : WgLayout<1, 2>::BYTES)
+                           : (rows == 128 ? WgLayout<2, 1>::BYTES : WgLayout<2, 2>::BYTES);
   if (static_cast<size_t>(smem) + 4096 > pr.smem_optin) return false;
 
   CUtensorMap mq, mk;
-  if (!make_map(&mq, a.qi.data<void>(), T * Hi, static_cast<int>(Di), kRows) ||
+  if (!make_map(&mq, a.qi.data<void>(), T * Hi, static_cast<int>(Di), rows) ||
       !make_map(&mk, a.ki_cache.data<void>(), P * Bs, static_cast<int>(Di), kChunk))
     return false;
 
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(nsplit));
-  np == 1 ? launch_np<1>(mq, mk, p, lse, grid, st) : launch_np<2>(mq, mk, p, lse, grid, st);
+  if (rows == 128)
+    np == 1 ? launch_np<1, 1>(mq, mk, p, lse, grid, st) : launch_np<2, 1>(mq, mk, p, lse, grid, st);
+  else
+    np == 1 ? launch_np<1, 2>(mq, mk, p, lse, grid, st) : launch_np<2, 2>(mq, mk, p, lse, grid, st);
   MSA_CUDA_CHECK_LAUNCH();
   return true;
 }
