@@ -3,13 +3,20 @@
 // window, W = max(Qb, TM); columns = keys, 128 per step; gridDim.y splits each tile's
 // visible blocks; one writer per output entry, plain stores, deterministic), but:
 //
-// - CTA = two consumer warpgroups (rows 0-63 and 64-127 of a 128-row tile: TM = 128 / Hi
-//   tokens) + a producer warpgroup. One producer thread loads the Q tile and streams the
-//   keys with TMA (cp.async.bulk.tensor, 128-byte swizzle, zero fill past Di and past the
-//   tensor) into a kStages ring of 128-key stages, with full/empty mbarriers.
-// - Each consumer warpgroup owns one 64 x 128 f32 accumulator set and runs, per step: wait
-//   for the stage, wait for its turn (named barrier), issue the wgmma m64n128k16 chain
-//   (K = Di), hand the turn to the other warpgroup, wait for the chain, release the stage,
+// - CTA = two consumer warpgroups + a producer warpgroup. A tile has 128 MT rows (TM =
+//   128 MT / Hi tokens); each consumer warpgroup owns MT 64-row m-tiles. MT = 2 (256 rows,
+//   TM = 64 at Hi = 4) by default: it halves the key traffic from L2 per FLOP and doubles
+//   the MMA time per turn against the fixed per-step latencies (H200, 8192 queries at
+//   128K: 2.15 ms vs 2.42 ms for MT = 1; MSA_CUDA_WGMMA_INDEXER_ROWS=128 selects MT = 1,
+//   whose 64 accumulators per thread need no register rebalancing; MT = 2 moves registers
+//   from the producer warpgroup to the consumers with setmaxnreg).
+// - One producer thread loads the Q tile and streams the keys with TMA
+//   (cp.async.bulk.tensor, 128-byte swizzle, zero fill past Di and past the tensor) into a
+//   kStages ring of 128-key stages, with full/empty mbarriers; the other producer threads
+//   write the -inf entries past the causal range meanwhile.
+// - Each consumer warpgroup owns MT 64 x 128 f32 accumulator sets and runs, per step: wait
+//   for the stage, wait for its turn (named barrier), issue MT wgmma m64n128k16 chains
+//   (K = Di), hand the turn to the other warpgroup, wait for the chains, release the stage,
 //   pooling epilogue. The turns make the two warpgroups ping-pong: one's epilogue runs
 //   while the other's chain keeps the tensor pipe busy (indexer_tc's mma.sync warps ran
 //   both in lockstep and left the pipe idle ~2/3 of the time, bench/NOTES.md). A first
@@ -20,7 +27,8 @@
 //   the wgmma accumulator). At a block's end: Hi = 4 with Qb <= 4 reduces over tokens in
 //   registers (a warp's 16 rows are 4 tokens x 4 heads) and stores directly; otherwise the
 //   row scores go through shared memory and a named barrier of the 256 consumer threads,
-//   then indexer_tc's shuffle pooling (Qp = min(Qb, TM) <= 32 tokens per warp segment).
+//   then indexer_tc's shuffle pooling (Qp = min(Qb, TM) tokens; Qp = 64 crosses two warps
+//   through shared memory and a second barrier).
 //
 // Masking as indexer_tc: key s counts for a row iff s <= pos(token); masked logits are
 // replaced by -inf (select), so NaN in unused slots or stale shared memory (unmapped pages:
@@ -522,9 +530,9 @@ __global__ void hopper_probe_kernel(int* out) {
 bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   // Default on sm_90; MSA_CUDA_WGMMA_INDEXER=0 leaves prefill to indexer_tc (A/B runs).
   static const bool off = env_int("MSA_CUDA_WGMMA_INDEXER", 1) == 0;
-  // Rows per CTA: 128 (one 64-row m-tile per consumer warpgroup) or 256 (two).
+  // Rows per CTA: 256 (two 64-row m-tiles per consumer warpgroup; default, faster) or 128.
   static const int rows = static_cast<int>(parse_env_int("MSA_CUDA_WGMMA_INDEXER_ROWS",
-                                                         std::getenv("MSA_CUDA_WGMMA_INDEXER_ROWS"), 128, 128, 256));
+                                                         std::getenv("MSA_CUDA_WGMMA_INDEXER_ROWS"), 256, 128, 256));
   if (off) return false;
   if (rows != 128 && rows != 256) throw Error("environment variable MSA_CUDA_WGMMA_INDEXER_ROWS: must be 128 or 256");
   auto& st = gpu_stream(s);
