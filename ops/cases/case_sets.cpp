@@ -305,6 +305,22 @@ void add_full_selection(CaseList& c) {
     p.pool = Pool::lse;
     c.push_back(indexer_score_case(p));
     c.push_back(indexer_score_case(tc(1, 128, kBF16, SelectionMode::shared)));
+    // The CUDA wgmma indexer (bf16, Bs % 128 == 0, Di 64/128, Hi >= 4; 32-token tiles at
+    // Hi = 4): Qb in registers (2, 4) and through shared memory (16, 64 = two sub-tiles),
+    // lse with Qb 4, Bs = 256 (two steps per block), Di = 64, Hi = 8 (two query heads per
+    // KV head: per_kv_head with Hkv = 8).
+    c.push_back(indexer_score_case(tc(2, 128, kBF16)));
+    c.push_back(indexer_score_case(tc(16, 128, kBF16)));
+    c.push_back(indexer_score_case(tc(64, 256, kBF16)));
+    p = tc(4, 128, kBF16);
+    p.pool = Pool::lse;
+    c.push_back(indexer_score_case(p));
+    p = tc(1, 128, kBF16);
+    p.Di = 64;
+    c.push_back(indexer_score_case(p));
+    p = attn(pre, 16, 8, 64, 128, 8, 0, kBF16);
+    p.Di = 128;
+    c.push_back(indexer_score_case(p));
   }
   // block_topk: Qb, Bs, n_sink, n_local, k, modes, batches, special scores on and off.
   const Lens long_batch{{64, 1, 0, 200}, {1000, 700, 50, 1300}};

@@ -36,6 +36,10 @@ bool cublas_matmul(hal::Stream&, const ops::MatmulArgs&);
 // sequence; kernels/cuda_only/indexer_tc.cu). Returns false, launching nothing, on the
 // portable tier and for shapes or dtypes it does not cover.
 bool launch_tc_indexer(hal::Stream&, const ops::IndexerScoreArgs&);
+// CUDA-only Hopper tier: the same on wgmma + TMA (kernels/cuda_only/indexer_wgmma.cu) for
+// sm_90 and bf16 qi/keys; false (nothing launched) elsewhere or with
+// MSA_CUDA_WGMMA_INDEXER=0.
+bool launch_wgmma_indexer(hal::Stream&, const ops::IndexerScoreArgs&);
 #endif
 
 }  // namespace msa::MSA_GPU_NS

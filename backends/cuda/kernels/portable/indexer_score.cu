@@ -256,6 +256,7 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   auto& st = gpu_stream(s);
 #if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
   if (launch_mma_decode_indexer(s, a)) return;  // decode (Qb = 1, <= 64 queries) on tensor cores
+  if (launch_wgmma_indexer(s, a)) return;  // prefill on wgmma (sm_90a, bf16 qi and keys)
   if (launch_tc_indexer(s, a)) return;  // prefill on tensor cores (native tier, bf16/f16 qi)
 #endif
   IndexerParams p;

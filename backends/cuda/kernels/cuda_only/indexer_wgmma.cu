@@ -1,0 +1,610 @@
+// CUDA-only Hopper tier (sm_90a): indexer_score for prefill on wgmma. Same function and
+// the same tiling as indexer_tc.cu (rows = (token, head) pairs of a W-aligned position
+// window, W = max(Qb, TM); columns = keys, 128 per step; gridDim.y splits each tile's
+// visible blocks; one writer per output entry, plain stores, deterministic), but:
+//
+// - CTA = two consumer warpgroups + a producer warpgroup. A tile has 128 MT rows (TM =
+//   128 MT / Hi tokens); each consumer warpgroup owns MT 64-row m-tiles. MT = 2 (256 rows,
+//   TM = 64 at Hi = 4) by default: it halves the key traffic from L2 per FLOP and doubles
+//   the MMA time per turn against the fixed per-step latencies (H200, 8192 queries at
+//   128K: 2.15 ms vs 2.42 ms for MT = 1; MSA_CUDA_WGMMA_INDEXER_ROWS=128 selects MT = 1,
+//   whose 64 accumulators per thread need no register rebalancing; MT = 2 moves registers
+//   from the producer warpgroup to the consumers with setmaxnreg).
+// - One producer thread loads the Q tile and streams the keys with TMA
+//   (cp.async.bulk.tensor, 128-byte swizzle, zero fill past Di and past the tensor) into a
+//   kStages ring of 128-key stages, with full/empty mbarriers; the other producer threads
+//   write the -inf entries past the causal range meanwhile.
+// - Each consumer warpgroup owns MT 64 x 128 f32 accumulator sets and runs, per step: wait
+//   for the stage, wait for its turn (named barrier), issue MT wgmma m64n128k16 chains
+//   (K = Di), hand the turn to the other warpgroup, wait for the chains, release the stage,
+//   pooling epilogue. The turns make the two warpgroups ping-pong: one's epilogue runs
+//   while the other's chain keeps the tensor pipe busy (indexer_tc's mma.sync warps ran
+//   both in lockstep and left the pipe idle ~2/3 of the time, bench/NOTES.md). A first
+//   version with two accumulator sets per warpgroup (issue step i + 1, then the epilogue
+//   of step i) compiled to serialized wgmma (ptxas C7514/C7518: the conditional issue
+//   made the accumulators loop phis), so the overlap is across warpgroups instead.
+// - Per-row pooling state (max, lse sum) lives in registers (a thread owns fixed rows of
+//   the wgmma accumulator). At a block's end: Hi = 4 with Qb <= 4 reduces over tokens in
+//   registers (a warp's 16 rows are 4 tokens x 4 heads) and stores directly; otherwise the
+//   row scores go through shared memory and a named barrier of the 256 consumer threads,
+//   then indexer_tc's shuffle pooling (Qp = min(Qb, TM) tokens; Qp = 64 crosses two warps
+//   through shared memory and a second barrier).
+//
+// Masking as indexer_tc: key s counts for a row iff s <= pos(token); masked logits are
+// replaced by -inf (select), so NaN in unused slots or stale shared memory (unmapped pages:
+// the stage is not loaded) never reaches a pooled value.
+//
+// Selected by indexer_score (portable/indexer_score.cu) ahead of indexer_tc for prefill-
+// like calls on sm_90 with qi and keys bf16 (fp8 keys stay on indexer_tc), Bs a multiple of
+// 128, Di = 64 or 128, Hi a power of two in [4, 64]; MSA_CUDA_WGMMA_INDEXER=0 turns it off.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cstdint>
+
+#include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
+#include "backends/cuda/kernels/cuda_only/indexer_tile.cuh"
+#include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/portable/launch.cuh"
+#include "backends/cuda/kernels/portable/seq.cuh"
+#include "hal/env.h"
+#include "hal/op_id.h"
+
+namespace msa::cuda {
+namespace {
+
+constexpr int kConsumers = 256;              // two consumer warpgroups
+constexpr int kThreads = kConsumers + 128;   // + the producer warpgroup (one thread works)
+// GEMM rows per CTA: 128 * MT, MT = 64-row m-tiles per consumer warpgroup (1 or 2).
+constexpr int kChunk = 128;                  // keys per step
+constexpr int kStages = 4;                   // key ring depth
+constexpr int kMaxSpan = 256;                // KV blocks per CTA at most (page ids in shared memory)
+constexpr int kMinSpan = 16;                 // fewest KV blocks worth a CTA of their own
+constexpr float kLn2 = 0.69314718055994531f, kLog2e = 1.4426950408889634f;
+
+struct WgIndexerParams {
+  Batch bt;
+  float* out = nullptr;  // [NQ][Hi][max_blocks]
+  int Qb = 1;
+  int64_t NQ = 0;
+  int Hi = 4, logHi = 2;
+  int TM = 32, logTM = 5;  // token slots per tile: rows / Hi
+  int W = 32;              // tile window in positions: max(Qb, TM)
+  int nsplit = 1;
+  float base = 1.0f;       // logit = dot * base: scale_i, times log2(e) for lse
+};
+
+template <int NP, int MT>  // 64-column (128-byte) panels of Di; m-tiles per warpgroup
+struct WgLayout {
+  static constexpr int ROWS = 128 * MT;
+  static constexpr int PANEL_Q = ROWS * 128;
+  static constexpr int PANEL_K = kChunk * 128;
+  static constexpr int Q_OFF = 0;                                  // [NP][ROWS][64] swizzled
+  static constexpr int K_OFF = Q_OFF + NP * PANEL_Q;               // [kStages][NP][kChunk][64]
+  static constexpr int STAGE = NP * PANEL_K;
+  static constexpr int BAR_OFF = K_OFF + kStages * STAGE;          // full[S], empty[S], qfull, qempty
+  static constexpr int PAGE_OFF = BAR_OFF + (2 * kStages + 2) * 8;  // [kMaxSpan] page ids
+  static constexpr int SC_OFF = PAGE_OFF + kMaxSpan * 4;           // [2][ROWS] row scores
+  static constexpr int WMAX_OFF = SC_OFF + 2 * ROWS * 4;           // [2][8] per-warp maxima
+  static constexpr int BYTES = WMAX_OFF + 2 * 8 * 4 + 1024;        // + slack to align the base
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 2D TMA tile load (box and swizzle from the tensor map) completing on `bar`.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// mbarrier arrival by the threads where `pred` holds, without a branch.
+__device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+               "r"(static_cast<int>(pred))
+               : "memory");
+}
+// Named barriers of the 256 consumer threads: 1 = both warpgroups (row-score exchange);
+// 2 and 3 = the turns of warpgroups 0 and 1 on the tensor pipe (ping-pong).
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kConsumers) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kConsumers) : "memory");
+}
+
+__device__ __forceinline__ void pool_merge(float& m, float& e, float m2, float e2) {
+  const float ninf = -FLT_MAX * 2.0f;
+  const float mx = fmaxf(m, m2);
+  if (mx != ninf) e = (m == ninf ? 0.0f : e * exp2f(m - mx)) + (m2 == ninf ? 0.0f : e2 * exp2f(m2 - mx));
+  m = mx;
+}
+
+// Issues the wgmma chains of one step (K = NP * 64) into acc[mt]: A = the warpgroup's
+// m-tile mt (64 Q rows from a_base), B = the stage's 128 keys, both K-major 128-byte
+// swizzled; one commit group.
+template <int NP, int MT>
+__device__ __forceinline__ void issue_step(float (&acc)[MT][64], uint32_t a_base, uint32_t b_base) {
+  hopper::wgmma_fence();
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < NP * 4; ++kk) {
+      const uint32_t off = (kk % 4) * 32;  // k16 slice inside the 64-column panel kk / 4
+      const uint64_t da = hopper::desc_kmajor_sw128(a_base + mt * 64 * 128 + (kk / 4) * (WgLayout<NP, MT>::PANEL_Q) + off);
+      const uint64_t db = hopper::desc_kmajor_sw128(b_base + (kk / 4) * (kChunk * 128) + off);
+      hopper::wgmma_ss<kBF16, 128>(acc[mt], da, db, kk > 0);
+    }
+  hopper::wgmma_commit();
+}
+
+// Row partials of one step: max of the valid logits of each of the thread's two rows
+// (lse: and the sum of exp2(logit - max)), reduced over the quad sharing the row.
+// nv[hh]: keys 0 .. nv - 1 of the step are valid for row hh. SCALE_EACH: base <= 0, so
+// scale before the max.
+template <bool FULL, bool LSE, bool SCALE_EACH>
+__device__ __forceinline__ void step_partials(const float (&acc)[64], const int (&nv)[2], float base, int q,
+                                              float (&m_out)[2], float (&s_out)[2]) {
+  const float ninf = -FLT_MAX * 2.0f;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    auto logit = [&](int j, int e) {  // (scaled when SCALE_EACH) logit or -inf when masked
+      float x = acc[4 * j + 2 * hh + e];
+      if constexpr (SCALE_EACH) x *= base;
+      if constexpr (!FULL) x = (8 * j + 2 * q + e < nv[hh]) ? x : ninf;
+      return x;
+    };
+    float m = ninf;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) m = fmaxf(m, logit(j, e));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    float s = 0.0f;
+    if constexpr (LSE) {
+      const float ms = m == ninf ? 0.0f : (SCALE_EACH ? m : m * base);
+      const float b = SCALE_EACH ? 1.0f : base;
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) s += exp2f(fmaf(logit(j, e), b, -ms));
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+    }
+    if constexpr (!SCALE_EACH) m *= base;  // base > 0: -inf stays -inf
+    m_out[hh] = m;
+    s_out[hh] = s;
+  }
+}
+
+template <int NP, int MT, bool LSE, bool SCALE_EACH>
+__global__ void __launch_bounds__(kThreads, 1)
+    indexer_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
+                         const WgIndexerParams p) {
+#if MSA_HOPPER_PTX
+  using L = WgLayout<NP, MT>;
+  constexpr int kRows = L::ROWS;
+  constexpr int NR = 2 * MT;  // accumulator rows per thread
+  extern __shared__ char smem_raw[];
+  char* const smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // 1024-aligned (swizzle atoms)
+  const uint32_t sb_addr = smem_u32(smem);
+  const float ninf = -FLT_MAX * 2.0f;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+
+  // No cache_batch here, and the tile broadcast within the warp: ptxas keeps the wgmma
+  // chains asynchronous only when it can tell the loops around them are warp-uniform (with
+  // cache_batch + locate_tile it reported C7518 and serialized every wgmma).
+  TileLoc tl = locate_tile(p.bt, p.W, p.Qb, blockIdx.x, p.NQ, blockIdx.x == 0 && blockIdx.y == 0);
+  tl.b = __shfl_sync(0xffffffffu, tl.b, 0);
+  tl.t0 = __shfl_sync(0xffffffffu, tl.t0, 0);
+  tl.p0 = __shfl_sync(0xffffffffu, tl.p0, 0);
+  tl.p1 = __shfl_sync(0xffffffffu, tl.p1, 0);
+  tl.kv = __shfl_sync(0xffffffffu, tl.kv, 0);
+  tl.qb0 = __shfl_sync(0xffffffffu, tl.qb0, 0);
+  if (tl.b < 0) return;
+
+  const int Bs = p.bt.Bs, MB = p.bt.max_blocks, Hi = p.Hi, TM = p.TM, Qb = p.Qb;
+  const int nvis = min((tl.kv + Bs - 1) / Bs, tl.p1 / Bs + 1);
+  const int y = blockIdx.y, ns = p.nsplit;
+  const int ns_eff = max(1, min(ns, nvis / kMinSpan));
+  int cb = 0, ce = 0;
+  if (y < ns_eff) {
+    cb = static_cast<int>(int64_t{nvis} * y / ns_eff);
+    ce = static_cast<int>(int64_t{nvis} * (y + 1) / ns_eff);
+  }
+  const int ntail = MB - nvis;
+  const int tb = nvis + static_cast<int>(int64_t{ntail} * y / ns);
+  const int te = nvis + static_cast<int>(int64_t{ntail} * (y + 1) / ns);
+  const int nqb = tl.p1 / Qb - tl.p0 / Qb + 1;
+  const int sb0 = tl.p0 / TM * TM;
+  const int clast0 = min(tl.p1, sb0 + TM - 1) / Bs;
+
+  // -inf for every (query block, head) of the tile at blocks [c0, c1), coalesced along c.
+  // 32-bit math (no 64-bit division calls: they made ptxas serialize the wgmma chains).
+  auto fill = [&](int c0, int c1, int first, int stride) {
+    const int n = c1 - c0;
+    if (n <= 0) return;
+    const int total = nqb * Hi * n;  // nqb * Hi <= 2 * rows, n <= max_blocks
+    for (int i = first; i < total; i += stride) {
+      const int rh = i / n;
+      const int64_t qb = tl.qb0 + rh / Hi;
+      if (qb < p.NQ) p.out[(qb * Hi + rh % Hi) * int64_t{MB} + c0 + (i - rh * n)] = ninf;
+    }
+  };
+  if (cb >= ce) {  // nothing visible to compute here
+    fill(tb, te, tid, kThreads);
+    return;
+  }
+  fill(max(cb, clast0 + 1), ce, tid, kThreads);  // only later sub-tiles (Qb > TM) see these: they max into them
+  int32_t* const s_page = reinterpret_cast<int32_t*>(smem + L::PAGE_OFF);
+  float* const s_sc = reinterpret_cast<float*>(smem + L::SC_OFF);
+  for (int i = tid; i < ce - cb; i += kThreads) s_page[i] = static_cast<int32_t>(page_of(p.bt, tl.b, cb + i));
+  const uint32_t bar_full = sb_addr + L::BAR_OFF, bar_empty = bar_full + kStages * 8;
+  const uint32_t bar_qfull = bar_empty + kStages * 8, bar_qempty = bar_qfull + 8;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      hopper::mbar_init(bar_full + 8 * s, 1);
+      hopper::mbar_init(bar_empty + 8 * s, kConsumers / 32);  // one arrival per consumer warp
+    }
+    hopper::mbar_init(bar_qfull, 1);
+    hopper::mbar_init(bar_qempty, kConsumers / 32);
+    hopper::fence_mbar_init();
+  }
+  __syncthreads();
+
+  // ---- producer: thread 0 of the last warpgroup ---------------------------------------------
+  if (warp >= kConsumers / 32) {
+    // MT = 2: 128 accumulators per consumer thread; the producer warpgroup gives most of its
+    // registers to the consumers (384 threads launch with 168 each).
+    if constexpr (MT == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid != kConsumers) {  // the other producer threads write the -inf tail meanwhile
+      fill(tb, te, tid - kConsumers - 1, 127);
+      return;
+    }
+    int u = 0, gstep = 0;
+    for (int sb = sb0; sb <= tl.p1; sb += TM) {
+      const int plo = max(tl.p0, sb), phi = min(tl.p1, sb + TM - 1);
+      const int c_end = min(ce, phi / Bs + 1);
+      if (cb >= c_end) continue;
+      const int tt0 = plo - sb;
+      const int t_first = tl.t0 + (plo - tl.p0);
+      const int k_stop = min(c_end * Bs, phi + 1);
+      const int nch = (k_stop - cb * Bs + kChunk - 1) / kChunk;
+      if (u > 0) hopper::mbar_wait(bar_qempty, (u - 1) & 1);
+      hopper::mbar_arrive_expect_tx(bar_qfull, NP * L::PANEL_Q);
+      const int row0 = (t_first - tt0) * Hi;  // qi row of token slot 0 (may be < 0: zero fill)
+#pragma unroll
+      for (int pn = 0; pn < NP; ++pn) tma_load_2d(sb_addr + L::Q_OFF + pn * L::PANEL_Q, &tmap_q, pn * 64, row0, bar_qfull);
+      int c = cb, off = 0;
+      for (int i = 0; i < nch; ++i, ++gstep) {
+        const int st = gstep % kStages;
+        if (gstep >= kStages) hopper::mbar_wait(bar_empty + 8 * st, ((gstep / kStages) & 1) ^ 1);
+        const int pg = s_page[c - cb];
+        if (pg >= 0) {
+          hopper::mbar_arrive_expect_tx(bar_full + 8 * st, L::STAGE);
+#pragma unroll
+          for (int pn = 0; pn < NP; ++pn)
+            tma_load_2d(sb_addr + L::K_OFF + st * L::STAGE + pn * L::PANEL_K, &tmap_k, pn * 64, pg * Bs + off,
+                        bar_full + 8 * st);
+        } else {
+          hopper::mbar_arrive(bar_full + 8 * st);  // unmapped block: consumers mask the whole step
+        }
+        off += kChunk;
+        if (off == Bs) {
+          off = 0;
+          ++c;
+        }
+      }
+      ++u;
+    }
+    return;
+  }
+
+  // ---- consumers ---------------------------------------------------------------------------
+  if constexpr (MT == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int wg = warp / 4, w = warp % 4, g = lane / 4, q = lane % 4;
+  const uint32_t a_base = sb_addr + L::Q_OFF + wg * MT * 64 * 128;
+  // This thread's accumulator rows: j = 2 mt + hh is row r = 64 (MT wg + mt) + 16 w + 8 hh + g
+  // of the tile, token slot r / Hi.
+  int rrow[NR], rslot[NR];
+#pragma unroll
+  for (int j = 0; j < NR; ++j) {
+    rrow[j] = 64 * (MT * wg + j / 2) + 16 * w + 8 * (j % 2) + g;
+    rslot[j] = rrow[j] >> p.logHi;
+  }
+  const bool reg_pool = Hi == 4 && Qb <= 4;  // token pooling in registers (see the top)
+  // Shared-memory pooling roles (as indexer_tc): thread = (head ph, token slot ptt).
+  const int ph = tid >> p.logTM, ptt = tid & (TM - 1);
+  const bool pactive = ph < Hi;  // warp-uniform: Hi * TM = rows is a multiple of 128
+  const int prow = pactive ? ptt * Hi + ph : 0;
+  const int Qp = min(Qb, TM);
+  float* const s_wmax = reinterpret_cast<float*>(smem + L::WMAX_OFF);
+
+  float acc[MT][64];
+  if (wg == 1) named_arrive(2);  // warpgroup 0 issues first
+  int u = 0, gstep = 0, nend = 0, sidx = 0;
+  for (int sb = sb0; sb <= tl.p1; sb += TM, ++sidx) {
+    const int plo = max(tl.p0, sb), phi = min(tl.p1, sb + TM - 1);
+    const int c_end = min(ce, phi / Bs + 1);
+    if (cb >= c_end) continue;
+    const int tt0 = plo - sb, ntok = phi - plo + 1;
+    const int k_begin = cb * Bs;
+    const int k_stop = min(c_end * Bs, phi + 1);
+    const int nch = (k_stop - k_begin + kChunk - 1) / kChunk;
+    int lim[NR];
+#pragma unroll
+    for (int j = 0; j < NR; ++j) lim[j] = (rslot[j] >= tt0 && rslot[j] < tt0 + ntok) ? sb + rslot[j] : -1;
+
+    hopper::mbar_wait(bar_qfull, u & 1);
+    float run_m[NR], run_e[NR];
+#pragma unroll
+    for (int j = 0; j < NR; ++j) {
+      run_m[j] = ninf;
+      run_e[j] = 0.0f;
+    }
+    int c = cb, off = 0;  // block and offset of the current step
+
+    // Step i: wait for its keys and for this warpgroup's turn on the tensor pipe, issue the
+    // wgmma chains, hand the turn to the other warpgroup, wait for the result, release the
+    // stage, then the epilogue (which overlaps the other warpgroup's chains).
+    for (int i = 0; i < nch; ++i) {
+      const int g0 = gstep + i, st = g0 % kStages;
+      hopper::mbar_wait(bar_full + 8 * st, (g0 / kStages) & 1);
+      named_sync(2 + wg);
+      issue_step<NP, MT>(acc, a_base, sb_addr + L::K_OFF + st * L::STAGE);
+      named_arrive(3 - wg);
+      hopper::wgmma_wait<0>();
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) hopper::fence_regs(acc[mt]);
+      mbar_arrive_if(bar_empty + 8 * st, lane == 0);         // stage read by this warp
+      mbar_arrive_if(bar_qempty, lane == 0 && i + 1 >= nch);  // Q no longer read
+      const int k0 = k_begin + i * kChunk;
+      const bool pgok = __shfl_sync(0xffffffffu, s_page[c - cb], 0) >= 0;  // warp-uniform
+      float m[NR], e[NR];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        float mm[2], ee[2];
+        const int lm[2] = {lim[2 * mt], lim[2 * mt + 1]};
+        if (pgok && k0 + kChunk - 1 <= plo) {
+          step_partials<true, LSE, SCALE_EACH>(acc[mt], lm, p.base, q, mm, ee);
+        } else {
+          int nv[2];
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) nv[hh] = pgok ? min(max(lm[hh] - k0 + 1, 0), kChunk) : 0;
+          step_partials<false, LSE, SCALE_EACH>(acc[mt], nv, p.base, q, mm, ee);
+        }
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          m[2 * mt + hh] = mm[hh];
+          e[2 * mt + hh] = ee[hh];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NR; ++j) {
+        if (off == 0) {
+          run_m[j] = m[j];
+          run_e[j] = e[j];
+        } else if constexpr (LSE) {
+          pool_merge(run_m[j], run_e[j], m[j], e[j]);
+        } else {
+          run_m[j] = fmaxf(run_m[j], m[j]);
+        }
+      }
+      if (off + kChunk >= Bs || k0 + kChunk >= k_stop) {  // block c is complete
+        float v[NR];
+#pragma unroll
+        for (int j = 0; j < NR; ++j) {
+          v[j] = ninf;
+          if (lim[j] >= 0) v[j] = LSE ? (run_m[j] == ninf ? ninf : (run_m[j] + log2f(run_e[j])) * kLn2) : run_m[j];
+        }
+        if (reg_pool) {
+          // Row slots: bit 0 = g >> 2 (lane bit 4), bit 1 = hh; head = g & 3.
+          if (Qb >= 2) {
+#pragma unroll
+            for (int j = 0; j < NR; ++j) v[j] = fmaxf(v[j], __shfl_xor_sync(0xffffffffu, v[j], 16));
+          }
+          if (Qb >= 4) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) v[2 * mt] = v[2 * mt + 1] = fmaxf(v[2 * mt], v[2 * mt + 1]);
+          }
+          if (q == 0 && (Qb == 1 || (g >> 2) == 0)) {
+#pragma unroll
+            for (int j = 0; j < NR; ++j) {
+              if (Qb >= 4 && (j % 2) != 0) continue;
+              const int s0 = rslot[j] & ~(Qb - 1);  // first slot of the query block
+              if (s0 < tt0 + ntok && s0 + Qb > tt0) {
+                const int64_t qb = tl.qb0 + (sb + s0) / Qb - tl.p0 / Qb;
+                if (qb < p.NQ) p.out[(qb * Hi + (g & 3)) * int64_t{MB} + c] = v[j];
+              }
+            }
+          }
+        } else {
+          float* const sc = s_sc + (nend & 1) * kRows;
+          if (q == 0) {
+#pragma unroll
+            for (int j = 0; j < NR; ++j) sc[rrow[j]] = v[j];
+          }
+          consumers_sync();
+          float vv = sc[prow];
+#pragma unroll
+          for (int d = 1; d < 32; d <<= 1)
+            if (d < Qp) vv = fmaxf(vv, __shfl_xor_sync(0xffffffffu, vv, d));
+          if (Qp > 32) {  // a query block spans Qp / 32 warps (TM = 64: one head per two warps)
+            float* const wm = s_wmax + (nend & 1) * 8;
+            if (lane == 0) wm[warp] = vv;
+            consumers_sync();
+            if ((ptt & (Qp - 1)) == 0)
+              for (int x = 1; x < Qp / 32; ++x) vv = fmaxf(vv, wm[warp + x]);
+          }
+          if (pactive) {
+            if ((ptt & (Qp - 1)) == 0 && ptt < tt0 + ntok && ptt + Qp > tt0) {
+              const int64_t qb = tl.qb0 + (sb + ptt) / Qb - tl.p0 / Qb;
+              if (qb < p.NQ) {
+                float* o = p.out + (qb * Hi + ph) * int64_t{MB} + c;
+                if (sidx > 0) vv = fmaxf(*o, vv);  // Qb > TM: an earlier sub-tile of this query block
+                *o = vv;
+              }
+            }
+          }
+          ++nend;
+        }
+      }
+      off += kChunk;
+      if (off == Bs) {
+        off = 0;
+        ++c;
+      }
+    }
+    gstep += nch;
+    ++u;
+  }
+  if (wg == 0) named_sync(2);  // the last turn handed to warpgroup 0 (balances barrier 2)
+#else
+  __trap();
+#endif
+}
+
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+
+EncodeTiled encode_fn() {
+  static const EncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return EncodeTiled{nullptr};
+    }
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return fn;
+}
+
+// A [rows][Di] bf16 matrix as a 2D tensor map with boxes of 64 columns x box_rows rows,
+// 128-byte swizzle (the wgmma K-major layout), zero fill outside.
+bool make_map(CUtensorMap* m, const void* base, int64_t rows, int Di, int box_rows) {
+  const EncodeTiled enc = encode_fn();
+  if (enc == nullptr) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(Di), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(Di) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t estr[2] = {1, 1};
+  return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, estr,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int NP, int MT, bool LSE, bool SCALE_EACH>
+void launch(const CUtensorMap& mq, const CUtensorMap& mk, const WgIndexerParams& p, dim3 grid, Stream& st) {
+  constexpr int smem = WgLayout<NP, MT>::BYTES;
+  allow_smem<indexer_wgmma_kernel<NP, MT, LSE, SCALE_EACH>>(smem, st.props().index);
+  indexer_wgmma_kernel<NP, MT, LSE, SCALE_EACH><<<grid, kThreads, smem, st.native()>>>(mq, mk, p);
+}
+
+template <int NP, int MT>
+void launch_np(const CUtensorMap& mq, const CUtensorMap& mk, const WgIndexerParams& p, bool lse, dim3 grid,
+               Stream& st) {
+  const bool each = !(p.base > 0.0f);
+  if (lse)
+    each ? launch<NP, MT, true, true>(mq, mk, p, grid, st) : launch<NP, MT, true, false>(mq, mk, p, grid, st);
+  else
+    each ? launch<NP, MT, false, true>(mq, mk, p, grid, st) : launch<NP, MT, false, false>(mq, mk, p, grid, st);
+}
+
+// True when the sm_90a kernels are in this build (CMAKE_CUDA_ARCHITECTURES with 90a).
+__global__ void hopper_probe_kernel(int* out) {
+#if MSA_HOPPER_PTX
+  *out = 1;
+#endif
+}
+
+}  // namespace
+
+bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
+  // Default on sm_90; MSA_CUDA_WGMMA_INDEXER=0 leaves prefill to indexer_tc (A/B runs).
+  static const bool off = env_int("MSA_CUDA_WGMMA_INDEXER", 1) == 0;
+  // Rows per CTA: 256 (two 64-row m-tiles per consumer warpgroup; default, faster) or 128.
+  static const int rows = static_cast<int>(parse_env_int("MSA_CUDA_WGMMA_INDEXER_ROWS",
+                                                         std::getenv("MSA_CUDA_WGMMA_INDEXER_ROWS"), 256, 128, 256));
+  if (off) return false;
+  if (rows != 128 && rows != 256) throw Error("environment variable MSA_CUDA_WGMMA_INDEXER_ROWS: must be 128 or 256");
+  auto& st = gpu_stream(s);
+  const DeviceProps& pr = st.props();
+  if (!pr.native_tier || pr.cc_major != 9) return false;
+  if (a.qi.dtype != hal::DType::bf16 || a.ki_cache.dtype != hal::DType::bf16 || a.ki_scale.present()) return false;
+  const int64_t T = a.qi.dim(0), Hi = a.qi.dim(1), Di = a.qi.dim(2);
+  const int64_t B = a.kv_len.dim(0), MB = a.block_table.dim(1), Bs = a.ki_cache.dim(1), P = a.ki_cache.dim(0);
+  if (a.NQ <= 0 || MB <= 0 || T <= 0 || B <= 0) return false;
+  if (T < 8 * B) return false;  // decode-like: other kernels
+  if (Di != 64 && Di != 128) return false;  // whole 64-column TMA boxes
+  if (Bs % kChunk != 0) return false;
+  if (Hi < 4 || Hi > 64 || (Hi & (Hi - 1)) != 0) return false;
+  if (T * Hi > INT32_MAX || P * Bs > INT32_MAX) return false;  // TMA row coordinates are int32
+  if (reinterpret_cast<uintptr_t>(a.qi.data<char>()) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(a.ki_cache.data<char>()) % 16 != 0)
+    return false;
+  {
+    static int hopper_ok = -1;  // the build has the sm_90a code (one probe per process)
+    if (hopper_ok < 0) {
+      cudaFuncAttributes attr{};
+      hopper_ok = cudaFuncGetAttributes(&attr, hopper_probe_kernel) == cudaSuccess && attr.binaryVersion == 90;
+      (void)cudaGetLastError();
+    }
+    if (!hopper_ok) return false;
+  }
+
+  WgIndexerParams p;
+  p.bt.cu_q = a.cu_q.data<int32_t>();
+  p.bt.kv_len = a.kv_len.data<int32_t>();
+  p.bt.block_table = a.block_table.data<int32_t>();
+  p.bt.B = static_cast<int>(B);
+  p.bt.T = static_cast<int>(T);
+  p.bt.max_blocks = static_cast<int>(MB);
+  p.bt.Bs = static_cast<int>(Bs);
+  p.bt.P = P;
+  p.bt.flag = st.error_flag();
+  p.bt.op = static_cast<int>(hal::OpId::indexer_score);
+  p.out = a.block_score.data<float>();
+  p.Qb = a.Qb;
+  p.NQ = a.NQ;
+  p.Hi = static_cast<int>(Hi);
+  p.logHi = __builtin_ctz(static_cast<unsigned>(Hi));
+  p.TM = rows / p.Hi;
+  p.logTM = __builtin_ctz(static_cast<unsigned>(p.TM));
+  p.W = std::max(a.Qb, p.TM);
+  const bool lse = a.pool == ops::Pool::lse;
+  p.base = a.scale * (lse ? kLog2e : 1.0f);
+  if (a.Qb > p.TM && a.Qb % p.TM != 0) return false;  // sub-tiles must tile the query block (Qb: power of 2)
+
+  const int64_t tiles = a.Qb >= p.TM ? a.NQ : std::min<int64_t>(a.NQ, (T + p.W - 1) / p.W + 2 * B);
+  const int64_t want = int64_t{8} * pr.sm_count;
+  const int64_t nsplit = std::max<int64_t>((want + tiles - 1) / tiles, (MB + kMaxSpan - 1) / kMaxSpan);
+  if (tiles > INT32_MAX || nsplit > 65535) return false;
+  p.nsplit = static_cast<int>(nsplit);
+  const int np = Di <= 64 ? 1 : 2;
+  const int smem = np == 1 ? (rows == 128 ? WgLayout<1, 1>::BYTES : WgLayout<1, 2>::BYTES)
+                           : (rows == 128 ? WgLayout<2, 1>::BYTES : WgLayout<2, 2>::BYTES);
+  if (static_cast<size_t>(smem) + 4096 > pr.smem_optin) return false;
+
+  CUtensorMap mq, mk;
+  if (!make_map(&mq, a.qi.data<void>(), T * Hi, static_cast<int>(Di), rows) ||
+      !make_map(&mk, a.ki_cache.data<void>(), P * Bs, static_cast<int>(Di), kChunk))
+    return false;
+
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(nsplit));
+  if (rows == 128)
+    np == 1 ? launch_np<1, 1>(mq, mk, p, lse, grid, st) : launch_np<2, 1>(mq, mk, p, lse, grid, st);
+  else
+    np == 1 ? launch_np<1, 2>(mq, mk, p, lse, grid, st) : launch_np<2, 2>(mq, mk, p, lse, grid, st);
+  MSA_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+}  // namespace msa::cuda
