@@ -44,7 +44,8 @@ if has check; then
   # name:environment; every CUDA kernel switch is checked off as well as on.
   for run in native: portable:MSA_CUDA_TIER=portable decode-off:MSA_CUDA_DECODE=0 \
              cluster-off:MSA_CUDA_DECODE_CLUSTER=0 mma-indexer-off:MSA_CUDA_MMA_INDEXER=0 \
-             flash-off:MSA_CUDA_FLASH=0 topk-split-off:MSA_TOPK_SPLIT=0; do
+             flash-off:MSA_CUDA_FLASH=0 topk-split-off:MSA_TOPK_SPLIT=0 \
+             wgmma-indexer-off:MSA_CUDA_WGMMA_INDEXER=0 wgmma-indexer-128:MSA_CUDA_WGMMA_INDEXER_ROWS=128; do
     name=${run%%:*}; envv=${run#*:}
     say "msa check cuda full ($name)"
     env $envv timeout 60 $MSA check --backend cuda --cases full > "$OUT/check_cuda_$name.log" 2>&1
