@@ -4,7 +4,10 @@
 // shaders/patch_attention.comp, shaders/attn_core.glsl). Sparse attention with Qb = 1
 // (decode) takes the GQA path where the device allows it: one workgroup per (token, KV
 // head, split of the selected tiles) serving the whole query-head group
-// (shaders/attention_gqa.comp), merged by attn_combine.
+// (shaders/attention_gqa.comp), merged by attn_combine. K/V caches larger than one
+// storage-buffer binding (maxStorageBufferRange: 4 GiB on NVIDIA; B = 8 at 1M is 8 GiB
+// each) go to the GQA kernel's variant that reads them through buffer device addresses;
+// other paths refuse them.
 #include <algorithm>
 
 #include "backends/vulkan/kernel_util.h"
@@ -40,17 +43,29 @@ void set_paged_shape(PC& pc, const Args& a, const char* name) {
   pc.scale = a.scale;
 }
 
-// Binds the paged-attention inputs (bindings 1..7) and sets their element offsets.
+// Binds the paged-attention inputs (bindings 1..7) and sets their element offsets; with
+// `kv_addr`, K and V are passed by device address instead (kv_addr[0], [1]).
 template <typename PC, typename Args>
-void bind_paged(Launch& l, PC& pc, const Args& a, const hal::Tensor& block_idx) {
+void bind_paged(Launch& l, PC& pc, const Args& a, const hal::Tensor& block_idx, uint64_t* kv_addr = nullptr) {
   pc.off_q = l.bind(a.q, "q");
-  pc.off_k = l.bind(a.k_cache, "k_cache");
-  pc.off_v = l.bind(a.v_cache, "v_cache");
+  if (kv_addr != nullptr) {
+    kv_addr[0] = l.bind_address(a.k_cache, "k_cache", 16);
+    kv_addr[1] = l.bind_address(a.v_cache, "v_cache", 16);
+    pc.off_k = pc.off_v = 0;
+  } else {
+    pc.off_k = l.bind(a.k_cache, "k_cache");
+    pc.off_v = l.bind(a.v_cache, "v_cache");
+  }
   pc.off_bt = l.bind(a.block_table, "block_table");
   pc.off_kvlen = l.bind(a.kv_len, "kv_len");
   pc.off_cuq = l.bind(a.cu_q, "cu_q");
   pc.off_idx = l.bind(block_idx, "block_idx");
 }
+
+// The fields every attention kernel's push constants share (off_out, off_lse ...).
+AttentionPC& fields(AttentionPC& p) { return p; }
+AttnGqaPC& fields(AttnGqaPC& p) { return p; }
+AttnGqaPC& fields(AttnGqaBdaPC& p) { return p.p; }
 
 // Records attention kernel `<prefix>_<dt>` over `groups` workgroups writing out / lse
 // (n_split == 1), or `<prefix>_split_<dt>` over groups * n_split workgroups writing f32
@@ -64,8 +79,8 @@ void run_attention(hal::Stream& s, const Args& a, const std::string& prefix, PC&
   if (n_split == 1) {
     Launch l(s, prefix + "_" + dt, op);
     bind_inputs(l);
-    pc.off_out = l.bind(a.out, "out");
-    pc.off_lse = l.bind(a.lse, "lse");
+    fields(pc).off_out = l.bind(a.out, "out");
+    fields(pc).off_lse = l.bind(a.lse, "lse");
     // At least one workgroup when there are sequences: workgroup 0 validates cu_q/kv_len.
     l.run(pc, std::max<uint64_t>(groups, B > 0 ? 1 : 0));
     return;
@@ -79,8 +94,8 @@ void run_attention(hal::Stream& s, const Args& a, const std::string& prefix, PC&
     bind_inputs(l);
     l.bind_raw(ws, o_bytes, 0);
     l.bind_raw(ws, l_bytes, l_at);
-    pc.off_out = 0;
-    pc.off_lse = 0;
+    fields(pc).off_out = 0;
+    fields(pc).off_lse = 0;
     l.run(pc, groups * n_split);
   }
   AttnCombinePC cp{};
@@ -126,10 +141,22 @@ std::string gqa_unsupported(const ops::SparseAttentionArgs& a) {
   return "";
 }
 
+// Whether the GQA kernel takes K/V by device address: caches larger than one binding,
+// or MSA_VK_FORCE_BDA=1 (tests of that variant on small caches) where the device has
+// addresses.
+bool gqa_by_address(const ops::SparseAttentionArgs& a) {
+  const VulkanDevice& dev = device_of(a.q, "q");
+  if (exceeds_binding(dev, a.k_cache) || exceeds_binding(dev, a.v_cache)) return true;
+  return dev.caps().buffer_address &&
+         parse_env_int("MSA_VK_FORCE_BDA", std::getenv("MSA_VK_FORCE_BDA"), 0, 0, 1) != 0;
+}
+
 void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
   const char* name = "sparse_block_attention";
   const hal::OpId op = hal::OpId::sparse_block_attention;
-  AttnGqaPC pc{};
+  const bool by_address = gqa_by_address(a);
+  AttnGqaBdaPC bpc{};
+  AttnGqaPC& pc = bpc.p;
   set_paged_shape(pc, a, name);
   pc.G = pc.Hq / pc.Hkv;
   pc.NQ = u32(a.NQ, name, "NQ");
@@ -149,11 +176,22 @@ void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
 
   const uint32_t esize = static_cast<uint32_t>(hal::dtype_size(a.q.dtype));
   auto bind_inputs = [&](Launch& l) {
+    if (by_address) {
+      uint64_t kv[2];
+      bind_paged(l, pc, a, a.block_idx, kv);
+      bpc.k_addr = kv[0];
+      bpc.v_addr = kv[1];
+      return;
+    }
     bind_paged(l, pc, a, a.block_idx);
     pc.off_k = pc.off_k * esize / 16;  // K and V as uvec4: 16-byte aligned (gqa_unsupported)
     pc.off_v = pc.off_v * esize / 16;
   };
-  run_attention(s, a, "attention_gqa", pc, bind_inputs, uint64_t{pc.T} * pc.Hq, base, pc.n_split, pc.D, pc.B, op);
+  const uint64_t rows = uint64_t{pc.T} * pc.Hq;
+  if (by_address)
+    run_attention(s, a, "attention_gqa_bda", bpc, bind_inputs, rows, base, pc.n_split, pc.D, pc.B, op);
+  else
+    run_attention(s, a, "attention_gqa", pc, bind_inputs, rows, base, pc.n_split, pc.D, pc.B, op);
 }
 
 // Shared by the sparse and dense paths (block_idx absent for dense). Long key sets of
@@ -206,6 +244,14 @@ void sparse_block_attention(hal::Stream& s, const ops::SparseAttentionArgs& a) {
 }
 
 std::string supports_sparse_block_attention(const ops::SparseAttentionArgs& a) {
+  if (gqa_unsupported(a).empty() && gqa_by_address(a)) {
+    const VulkanDevice& dev = device_of(a.q, "q");
+    if (std::string why = check_head_dim(a.q.dim(2)); !why.empty()) return why;
+    if (a.q.dim(0) * a.q.dim(1) >= (int64_t{1} << 32)) return "T * Hq >= 2^32";
+    for (const hal::Tensor* kv : {&a.k_cache, &a.v_cache})
+      if (std::string why = check_addressable(dev, *kv, 16); !why.empty()) return why;
+    return check_bindable(dev, {&a.q, &a.block_table, &a.kv_len, &a.cu_q, &a.block_idx, &a.out, &a.lse});
+  }
   return supports_paged(a, a.block_idx);
 }
 

@@ -1,8 +1,10 @@
 #include "backends/vulkan/context.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
+#include "hal/env.h"
 #include "hal/error.h"
 
 namespace msa::vulkan {
@@ -22,7 +24,7 @@ std::string Caps::describe() const {
   s << name << " (" << type_name() << ", Vulkan " << VK_API_VERSION_MAJOR(api_version) << "."
     << VK_API_VERSION_MINOR(api_version) << ", " << (device_local_bytes >> 20) << " MiB, subgroup "
     << subgroup_size << ", max binding " << (max_storage_range >> 20) << " MiB"
-    << (storage16 ? "" : ", no 16-bit storage") << ")";
+    << (storage16 ? "" : ", no 16-bit storage") << (buffer_address ? "" : ", no buffer addresses") << ")";
   return s.str();
 }
 
@@ -69,12 +71,16 @@ Caps query_caps(VkPhysicalDevice pd) {
   c.max_push_constants = L.maxPushConstantsSize;
   c.timestamp_ns = L.timestampPeriod;
 
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   f.pNext = &f11;
+  // (The 1.2 feature struct only where the device reports 1.2: unusable below anyway.)
+  if (c.api_version >= VK_API_VERSION_1_2) f11.pNext = &f12;
   vkGetPhysicalDeviceFeatures2(pd, &f);
   c.storage16 = f11.storageBuffer16BitAccess == VK_TRUE;
   c.float64 = f.features.shaderFloat64 == VK_TRUE;
+  c.buffer_address = f12.bufferDeviceAddress == VK_TRUE && f.features.shaderInt64 == VK_TRUE;
 
   uint32_t nq = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
@@ -125,11 +131,18 @@ std::unique_ptr<Context> create_context(int index) {
   qci.queueCount = 1;
   qci.pQueuePriorities = &priority;
 
+  // MSA_VK_BDA=0: the device as before buffer device addresses (no address usage on
+  // buffers; tensors past maxStorageBufferRange unsupported).
+  if (parse_env_int("MSA_VK_BDA", std::getenv("MSA_VK_BDA"), 1, 0, 1) == 0) ctx->caps.buffer_address = false;
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  f12.bufferDeviceAddress = ctx->caps.buffer_address ? VK_TRUE : VK_FALSE;
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   f11.storageBuffer16BitAccess = ctx->caps.storage16 ? VK_TRUE : VK_FALSE;
+  f11.pNext = &f12;
   VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   f.pNext = &f11;
   f.features.shaderFloat64 = ctx->caps.float64 ? VK_TRUE : VK_FALSE;
+  f.features.shaderInt64 = ctx->caps.buffer_address ? VK_TRUE : VK_FALSE;
 
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &f;

@@ -27,6 +27,10 @@ struct Caps {
   uint32_t max_push_constants = 0;
   bool storage16 = false;           // storageBuffer16BitAccess: bf16/f16 tensors
   bool float64 = false;             // shaderFloat64: rope angles in double
+  // bufferDeviceAddress and shaderInt64: kernels may read tensors larger than one binding
+  // through their 64-bit addresses (the GQA sparse attention's K/V). create_context()
+  // clears it when MSA_VK_BDA=0 (then such tensors are unsupported).
+  bool buffer_address = false;
   double timestamp_ns = 0.0;        // timestampPeriod
   uint32_t timestamp_bits = 0;      // of the compute queue family (0: no timestamps)
   uint32_t queue_family = UINT32_MAX;

@@ -52,6 +52,22 @@ uint32_t Launch::bind(const hal::Tensor& t, const char* what) {
   return static_cast<uint32_t>(skew / esize);
 }
 
+uint64_t Launch::bind_address(const hal::Tensor& t, const char* what, uint64_t align) {
+  const char* where = where_.c_str();
+  MSA_CHECK_ARG(t.present(), where, what, "tensor is absent");
+  MSA_CHECK_ARG(&t.buffer->device() == &dev_, where, what,
+                "tensor lives on " + t.buffer->device().name() + ", not on " + dev_.name());
+  auto* a = static_cast<Allocation*>(t.buffer->handle());
+  MSA_CHECK_ARG(a->address != 0, where, what,
+                t.str() + ": " + dev_.caps().name + " gives no buffer device address (MSA_VK_BDA=0 or unsupported)");
+  const uint64_t addr = a->address + t.offset;
+  MSA_CHECK_ARG(addr % align == 0, where, what,
+                t.str() + ": device address not a multiple of " + std::to_string(align) + " bytes");
+  bind_raw(dev_.dummy(), dev_.dummy()->size);
+  stream_.count_address_bind();
+  return addr;
+}
+
 void Launch::bind_raw(Allocation* a, uint64_t bytes, uint64_t offset) {
   uint64_t range = bytes < 4 ? 4 : (bytes + 3) / 4 * 4;
   if (offset + range > a->size) range = a->size - offset;
@@ -88,6 +104,26 @@ void Launch::run_raw(const void* pc, uint32_t pc_bytes, uint64_t groups) {
   if (pc_bytes > 0) vkCmdPushConstants(cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_bytes, pc);
   vkCmdDispatch(cmd, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 1);
   stream_.end_command();
+}
+
+bool exceeds_binding(const VulkanDevice& dev, const hal::Tensor& t) {
+  const Caps& caps = dev.caps();
+  // As bind(): from the offset rounded down to the alignment, whole 32-bit words.
+  return (t.offset % caps.storage_align + t.nbytes() + 3) / 4 * 4 > caps.max_storage_range;
+}
+
+std::string check_addressable(const VulkanDevice& dev, const hal::Tensor& t, uint64_t unit) {
+  const Caps& caps = dev.caps();
+  if ((t.dtype == hal::DType::bf16 || t.dtype == hal::DType::f16) && !caps.storage16)
+    return caps.name + " lacks 16-bit storage (storageBuffer16BitAccess) for " + hal::dtype_name(t.dtype) +
+           " tensors";
+  if (!caps.buffer_address)
+    return "tensor " + t.str() + " is larger than this device's maxStorageBufferRange (" +
+           std::to_string(caps.max_storage_range >> 20) +
+           " MiB) and buffer device addresses are off (no bufferDeviceAddress + shaderInt64, or MSA_VK_BDA=0)";
+  if (t.nbytes() / unit >= (uint64_t{1} << 32))
+    return "tensor " + t.str() + " has 2^32 or more units of " + std::to_string(unit) + " bytes";
+  return "";
 }
 
 std::string check_bindable(const VulkanDevice& dev, std::initializer_list<const hal::Tensor*> ts) {

@@ -6,7 +6,9 @@
 // Tensor offsets: a descriptor range must start at a multiple of
 // minStorageBufferOffsetAlignment, so each tensor is bound from its offset rounded down
 // to that alignment and bind() returns the remaining element offset, which the kernel
-// passes in its push constants. A binding larger than maxStorageBufferRange is refused.
+// passes in its push constants. A binding larger than maxStorageBufferRange is refused;
+// kernels with a buffer-device-address variant take such tensors by address instead
+// (bind_address()).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,6 +34,11 @@ class Launch {
   // Binds `bytes` bytes of an allocation from byte `offset` (a multiple of
   // minStorageBufferOffsetAlignment): temporary tables and workspace.
   void bind_raw(Allocation* a, uint64_t bytes, uint64_t offset = 0);
+  // For a kernel that reads `t` through its device address: binds the dummy buffer in
+  // its binding slot (so binding numbers do not change) and returns the address of the
+  // view's first byte. Throws msa::Error naming `what` where the device has no buffer
+  // addresses or the address is not a multiple of `align` bytes.
+  uint64_t bind_address(const hal::Tensor& t, const char* what, uint64_t align);
 
   // Records the dispatch of `groups` workgroups (nothing when 0).
   template <typename PushConstants>
@@ -53,5 +60,12 @@ class Launch {
 // "" when every present tensor fits one storage-buffer binding of `dev` (and 16-bit
 // tensors are supported), else the reason; for the kernels' supports() predicates.
 std::string check_bindable(const VulkanDevice& dev, std::initializer_list<const hal::Tensor*> ts);
+
+// Whether `t` (present) spans more than one storage-buffer binding of `dev` allows.
+bool exceeds_binding(const VulkanDevice& dev, const hal::Tensor& t);
+// "" when a kernel can read `t` through its device address, indexing it in 32-bit units
+// of `unit` bytes (so at most 2^32 units), else the reason, which names
+// maxStorageBufferRange like check_bindable's.
+std::string check_addressable(const VulkanDevice& dev, const hal::Tensor& t, uint64_t unit);
 
 }  // namespace msa::vulkan

@@ -32,6 +32,7 @@ namespace msa::vulkan {
   X(vkCreateBuffer)                             \
   X(vkDestroyBuffer)                            \
   X(vkGetBufferMemoryRequirements)              \
+  X(vkGetBufferDeviceAddress)                   \
   X(vkAllocateMemory)                           \
   X(vkFreeMemory)                               \
   X(vkBindBufferMemory)                         \

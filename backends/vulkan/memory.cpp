@@ -41,10 +41,12 @@ Allocation* create_allocation(const Context& ctx, uint64_t bytes, MemoryKind kin
                 (kind == MemoryKind::device_local ? "device" : "staging") + " memory on " +
                 ctx.caps.name + ": " + why);
   };
+  const bool addressed = kind == MemoryKind::device_local && ctx.caps.buffer_address;
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = a->size;
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  if (addressed) bci.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkResult r = vkCreateBuffer(ctx.device, &bci, nullptr, &a->buffer);
   if (r != VK_SUCCESS) fail("vkCreateBuffer: " + result_name(r));
@@ -60,13 +62,22 @@ Allocation* create_allocation(const Context& ctx, uint64_t bytes, MemoryKind kin
                             VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
   }
   if (type < 0) fail("no suitable memory type");
+  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
   VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  mai.pNext = addressed ? &flags : nullptr;
   mai.allocationSize = req.size;
   mai.memoryTypeIndex = static_cast<uint32_t>(type);
   r = vkAllocateMemory(ctx.device, &mai, nullptr, &a->memory);
   if (r != VK_SUCCESS) fail("vkAllocateMemory: " + result_name(r));
   r = vkBindBufferMemory(ctx.device, a->buffer, a->memory, 0);
   if (r != VK_SUCCESS) fail("vkBindBufferMemory: " + result_name(r));
+  if (addressed) {
+    VkBufferDeviceAddressInfo ai{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+    ai.buffer = a->buffer;
+    a->address = vkGetBufferDeviceAddress(ctx.device, &ai);
+    if (a->address == 0) fail("vkGetBufferDeviceAddress returned 0");
+  }
   if (kind == MemoryKind::host_staging) {
     r = vkMapMemory(ctx.device, a->memory, 0, VK_WHOLE_SIZE, 0, &a->mapped);
     if (r != VK_SUCCESS) fail("vkMapMemory: " + result_name(r));

@@ -16,11 +16,13 @@ struct Allocation {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   uint64_t size = 0;        // bytes of the VkBuffer: the request rounded up to 16 (min 16)
   void* mapped = nullptr;   // host address (host-visible allocations only)
+  uint64_t address = 0;     // buffer device address (device-local, where caps.buffer_address)
 };
 
 enum class MemoryKind { device_local, host_staging };
 
-// Creates a buffer usable as storage buffer and transfer source/destination. Throws
+// Creates a buffer usable as storage buffer and transfer source/destination (device-local
+// ones also through their device address where the context enabled it). Throws
 // msa::Error (naming the size) when it cannot be allocated.
 Allocation* create_allocation(const Context& ctx, uint64_t bytes, MemoryKind kind);
 // Frees it (null allowed). The caller guarantees the GPU no longer uses it.

@@ -2,6 +2,7 @@
 // so the C++ and std430 layouts agree) by the `PushConstants` block of the shader named
 // in each comment. off_* are element offsets returned by Launch::bind().
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace msa::vulkan {
@@ -26,6 +27,14 @@ struct AttnGqaPC {
   uint32_t tpb;        // units per KV block
 };
 static_assert(sizeof(AttnGqaPC) == 25 * 4);
+
+// shaders/attention_gqa.comp with BDA=1: K and V by device address (bytes), then the rest
+// as above (off_k / off_v 0). 116 bytes in the shader, within the 128 guaranteed.
+struct AttnGqaBdaPC {
+  uint64_t k_addr, v_addr;
+  AttnGqaPC p;
+};
+static_assert(offsetof(AttnGqaBdaPC, p) == 16 && sizeof(AttnGqaBdaPC) <= 128);
 
 // shaders/attn_combine.comp
 struct AttnCombinePC {

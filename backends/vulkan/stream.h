@@ -31,6 +31,9 @@ class VulkanStream : public hal::Stream {
   VulkanDevice& device() { return dev_; }
   // Dispatches of the copy shader so far (copy() of large aligned ranges), for tests.
   uint64_t shader_copy_dispatches() const { return shader_copy_dispatches_; }
+  // Tensors handed to kernels by device address so far (Launch::bind_address), for tests.
+  uint64_t address_binds() const { return address_binds_; }
+  void count_address_bind() { ++address_binds_; }
 
   // --- for kernels and events -------------------------------------------------------
   // The open command buffer with a barrier against all earlier work already recorded;
@@ -60,6 +63,7 @@ class VulkanStream : public hal::Stream {
   std::deque<std::unique_ptr<Batch>> in_flight_;
   std::vector<std::unique_ptr<Batch>> free_;
   uint64_t shader_copy_dispatches_ = 0;
+  uint64_t address_binds_ = 0;
 };
 
 }  // namespace msa::vulkan

@@ -17,10 +17,22 @@
 // attn_combine.comp in fixed split order; SPLIT=0: out and lse directly.
 // A_TYPE: dtype of q, the caches and out. Requires D % 8 == 0, D <= 128, the K/V views
 // 16-byte aligned (host checks; other shapes use attention.comp).
+// BDA=1: K and V are read through their buffer device addresses (push constants k_addr,
+// v_addr: the views' first bytes) instead of bindings 2 and 3, for caches larger than
+// maxStorageBufferRange (8 GiB each at B = 8, 1M); the uvec4 indices stay 32-bit (up to
+// 64 GiB per cache), the byte address is 64-bit.
 #define WGS 128
 #include "common.glsl"
+#if BDA
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer U4Ref { uvec4 v; };
+#endif
 
 layout(push_constant) uniform PushConstants {
+#if BDA
+  uint64_t k_addr, v_addr;  // (off_k4 / off_v4 unused: 0)
+#endif
   uint off_q, off_k4, off_v4, off_bt, off_kvlen, off_cuq, off_idx, off_out, off_lse;  // k4, v4: 16-byte units
   uint T, Hq, Hkv, G, D, P, Bs, max_blocks, B, NQ, k, Hs;
   float scale;
@@ -44,6 +56,15 @@ layout(std430, binding = 6) readonly buffer CuqBuf { int cuq_d[]; };
 layout(std430, binding = 7) readonly buffer IdxBuf { int idx_d[]; };
 layout(std430, binding = 8) writeonly buffer OutBuf { STORAGE(OUT_TYPE) out_d[]; };
 layout(std430, binding = 9) writeonly buffer LseBuf { float lse_d[]; };
+
+// The uvec4 number i of the K / V view.
+#if BDA
+#define K4(i) U4Ref(pc.k_addr + uint64_t(i) * 16ul).v
+#define V4(i) U4Ref(pc.v_addr + uint64_t(i) * 16ul).v
+#else
+#define K4(i) k4[pc.off_k4 + (i)]
+#define V4(i) v4[pc.off_v4 + (i)]
+#endif
 
 #define CU_Q(i) cuq_d[pc.off_cuq + (i)]
 #define KV_LEN(i) kvlen_d[pc.off_kvlen + (i)]
@@ -104,8 +125,8 @@ void unpack2(uvec4 w, out vec4 lo, out vec4 hi) {
     kdst = uvec4(0u);                                                     \
     vdst = uvec4(0u);                                                     \
     if (j_ < un_ && ch_ < cpr) {                                          \
-      kdst = k4[pc.off_k4 + ub_ + j_ * cpr + ch_];                        \
-      vdst = v4[pc.off_v4 + ub_ + j_ * cpr + ch_];                        \
+      kdst = K4(ub_ + j_ * cpr + ch_);                                    \
+      vdst = V4(ub_ + j_ * cpr + ch_);                                    \
     }                                                                     \
   }
 #define LOAD_UNIT(u)                                                      \

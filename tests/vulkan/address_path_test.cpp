@@ -1,0 +1,204 @@
+// Sparse decode attention with K/V read through buffer device addresses (the BDA=1
+// variant of attention_gqa.comp): forced on small caches (MSA_VK_FORCE_BDA=1) it must
+// give the binding variant's bits; caches larger than maxStorageBufferRange take it by
+// themselves and must match cpu-ref (built cheaply: a cache filled with NaN bytes where
+// only the attended pages are written, some of them past the binding limit); with
+// MSA_VK_BDA=0 such caches are refused; supports() accepts the reference B = 8, 1M shape.
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <random>
+
+#include "ops/ops.h"
+#include "tests/vulkan/vk_test_util.h"
+#if MSA_TEST_VULKAN_INTERNALS
+#include "backends/vulkan/device.h"
+#include "backends/vulkan/stream.h"
+
+namespace msa::vulkan_test {
+namespace {
+
+// Sets an environment variable for a scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) old_ = v;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+const vulkan::Caps& caps_of(hal::Device& d) { return static_cast<vulkan::VulkanDevice&>(d).caps(); }
+uint64_t address_binds(hal::Device& d) { return static_cast<vulkan::VulkanStream&>(d.stream()).address_binds(); }
+
+// Decode batch (one token per sequence, Qb = 1, per-KV-head selection) at bf16.
+struct Decode {
+  std::vector<int32_t> kv_len;
+  int64_t Hq = 8, Hkv = 2, D = 128, Bs = 64, k = 6;
+  int64_t B() const { return static_cast<int64_t>(kv_len.size()); }
+  int64_t MB() const {
+    int64_t m = 0;
+    for (int32_t l : kv_len) m = std::max<int64_t>(m, (l + Bs - 1) / Bs);
+    return m;
+  }
+  int64_t page_bytes() const { return Hkv * Bs * D * 2; }
+};
+
+struct Result {
+  std::vector<float> out, lse;
+};
+
+double nmse(const std::vector<float>& x, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) return INFINITY;
+    num += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+class AddressPath : public VulkanTest {
+ protected:
+  void SetUp() override {
+    VulkanTest::SetUp();
+    if (IsSkipped()) return;
+    if (!caps_of(dev()).buffer_address) GTEST_SKIP() << "device without buffer device addresses";
+  }
+
+  // Runs the batch on `d`. Logical block blk of sequence b lives in page page(b, blk) of
+  // caches with P pages; every other page holds 0xFF bytes (NaN at bf16).
+  template <typename PageOf>
+  Result run(hal::Device& d, const Decode& x, int64_t P, const PageOf& page) {
+    const int64_t B = x.B(), MB = x.MB(), pb = x.page_bytes();
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    hal::HostTensor q(DType::bf16, {B, x.Hq, x.D}), bt(DType::i32, {B, MB}), kvl(DType::i32, {B}),
+        cuq(DType::i32, {B + 1}), idx(DType::i32, {B, x.Hkv, x.k}), page_data(DType::bf16, {x.Hkv, x.Bs, x.D});
+    for (int64_t i = 0; i < q.numel(); ++i) q.set(i, u(rng));
+    for (int64_t b = 0; b <= B; ++b) cuq.data<int32_t>()[b] = static_cast<int32_t>(b);
+    std::copy(x.kv_len.begin(), x.kv_len.end(), kvl.data<int32_t>());
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t last = (x.kv_len[b] - 1) / x.Bs;
+      for (int64_t blk = 0; blk < MB; ++blk) bt.data<int32_t>()[b * MB + blk] = static_cast<int32_t>(page(b, blk));
+      for (int64_t g = 0; g < x.Hkv; ++g)
+        for (int64_t j = 0; j < x.k; ++j) {
+          const int64_t c = last - j * (g + 1);
+          idx.data<int32_t>()[(b * x.Hkv + g) * x.k + j] = c >= 0 ? static_cast<int32_t>(c) : -1;
+        }
+    }
+    auto kbuf = d.alloc(static_cast<size_t>(P * pb)), vbuf = d.alloc(static_cast<size_t>(P * pb));
+    const hal::Tensor kc(kbuf.get(), DType::bf16, {P, x.Hkv, x.Bs, x.D}), vc(vbuf.get(), DType::bf16, {P, x.Hkv, x.Bs, x.D});
+    d.stream().fill_bytes(kc, 0xFF);
+    d.stream().fill_bytes(vc, 0xFF);
+    std::mt19937 data_rng(9);  // the same page contents on every device
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t blk = 0; blk < MB; ++blk)
+        for (hal::Buffer* buf : {kbuf.get(), vbuf.get()}) {
+          for (int64_t i = 0; i < page_data.numel(); ++i) page_data.set(i, u(data_rng));
+          const hal::Tensor dst(buf, DType::bf16, {x.Hkv, x.Bs, x.D}, static_cast<size_t>(page(b, blk) * pb));
+          d.stream().upload(dst, page_data.bytes.data());
+        }
+    auto tq = hal::to_device(d, q), tb = hal::to_device(d, bt), tl = hal::to_device(d, kvl),
+         tc = hal::to_device(d, cuq), ti = hal::to_device(d, idx);
+    auto o = d.alloc_tensor(DType::bf16, {B, x.Hq, x.D});
+    auto l = d.alloc_tensor(DType::f32, {B, x.Hq});
+    ops::SparseAttentionArgs a;
+    a.q = tq.tensor, a.k_cache = kc, a.v_cache = vc, a.block_table = tb.tensor, a.kv_len = tl.tensor;
+    a.cu_q = tc.tensor, a.Qb = 1, a.NQ = B, a.block_idx = ti.tensor, a.out = o.tensor, a.lse = l.tensor;
+    ops::sparse_block_attention(d, a);
+    d.stream().synchronize();
+    return {hal::to_host(d, o.tensor).to_f32(), hal::to_host(d, l.tensor).to_f32()};
+  }
+
+  // cpu-ref on compact caches (page = b * MB + blk).
+  Result reference(const Decode& x) {
+    auto ref = hal::create_device("cpu-ref");
+    const int64_t MB = x.MB();
+    return run(*ref, x, x.B() * MB, [&](int64_t b, int64_t blk) { return b * MB + blk; });
+  }
+
+  static void expect_close(const Result& got, const Result& want) {
+    EXPECT_LE(nmse(got.out, want.out), 2e-5);
+    ASSERT_EQ(got.lse.size(), want.lse.size());
+    for (size_t i = 0; i < want.lse.size(); ++i)
+      ASSERT_NEAR(got.lse[i], want.lse[i], 1e-3 * std::max(1.0f, std::fabs(want.lse[i]))) << "row " << i;
+  }
+};
+
+// Small caches, the address variant forced: the same bits as the binding variant, and
+// cpu-ref's results (split over the key set: 2 tokens x 2 KV heads).
+TEST_F(AddressPath, ForcedOnSmallCachesMatchesBindingsAndReference) {
+  const Decode x{{1000, 333}};
+  const int64_t MB = x.MB(), P = 3 * x.B() * MB;
+  auto page = [&](int64_t b, int64_t blk) { return (b * MB + blk) * 3 + 1; };
+  const uint64_t before = address_binds(dev());
+  const Result bound = run(dev(), x, P, page);
+  EXPECT_EQ(address_binds(dev()), before) << "K/V fit a binding: the address variant must not run by default";
+  Result forced;
+  {
+    ScopedEnv force("MSA_VK_FORCE_BDA", "1");
+    forced = run(dev(), x, P, page);
+  }
+  EXPECT_EQ(address_binds(dev()), before + 2) << "MSA_VK_FORCE_BDA=1 did not take K/V by address";
+  EXPECT_EQ(forced.out, bound.out);
+  EXPECT_EQ(forced.lse, bound.lse);
+  expect_close(forced, reference(x));
+}
+
+// K and V larger than maxStorageBufferRange: the address variant runs by itself. The
+// attended pages sit on both sides of the binding limit and at the last page.
+TEST_F(AddressPath, CachesPastTheBindingLimitMatchReference) {
+  const Decode x{{1000, 333, 7 * 64 + 1}};
+  const uint64_t range = caps_of(dev()).max_storage_range;
+  if (range > (uint64_t{4} << 30)) GTEST_SKIP() << "maxStorageBufferRange " << range << " B: caches past it too large for a test";
+  const int64_t MB = x.MB(), n = x.B() * MB;
+  const int64_t limit_page = static_cast<int64_t>(range) / x.page_bytes();
+  const int64_t P = limit_page + n;  // pages [P - 2n, P) straddle the limit
+  ASSERT_GT(static_cast<uint64_t>(P * x.page_bytes()), range);
+  auto page = [&](int64_t b, int64_t blk) { return P - 1 - 2 * (b * MB + blk); };
+  const uint64_t before = address_binds(dev());
+  const Result got = run(dev(), x, P, page);
+  EXPECT_EQ(address_binds(dev()), before + 2) << "the caches did not go by address";
+  expect_close(got, reference(x));
+}
+
+// The reference decode shape at B = 8, 1M (K and V 8 GiB each) is supported, and with
+// MSA_VK_BDA=0 refused naming maxStorageBufferRange. supports() looks at sizes only:
+// the views lie on a small buffer that is never touched.
+TEST_F(AddressPath, SupportsReferenceB8At1MUnlessTurnedOff) {
+  const int64_t B = 8, Hq = 64, Hkv = 4, D = 128, Bs = 128, MB = (int64_t{1} << 20) / Bs, k = 16;
+  auto check = [&](hal::Device& d) {
+    hal::BufferPtr buf = d.alloc(64);
+    ops::SparseAttentionArgs a;
+    a.q = hal::Tensor(buf.get(), DType::bf16, {B, Hq, D});
+    a.k_cache = hal::Tensor(buf.get(), DType::bf16, {B * MB, Hkv, Bs, D});
+    a.v_cache = a.k_cache;
+    a.block_table = hal::Tensor(buf.get(), DType::i32, {B, MB});
+    a.kv_len = hal::Tensor(buf.get(), DType::i32, {B});
+    a.cu_q = hal::Tensor(buf.get(), DType::i32, {B + 1});
+    a.block_idx = hal::Tensor(buf.get(), DType::i32, {B, Hkv, k});
+    a.out = a.q;
+    a.lse = hal::Tensor(buf.get(), DType::f32, {B, Hq});
+    a.Qb = 1;
+    a.NQ = B;
+    return d.supports(hal::OpId::sparse_block_attention, &a);
+  };
+  EXPECT_EQ(check(dev()), "");
+  ScopedEnv off("MSA_VK_BDA", "0");
+  auto plain = hal::create_device("vulkan");
+  EXPECT_FALSE(caps_of(*plain).buffer_address);
+  const std::string why = check(*plain);
+  EXPECT_NE(why.find("maxStorageBufferRange"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace msa::vulkan_test
+#endif
