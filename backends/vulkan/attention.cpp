@@ -141,14 +141,9 @@ std::string gqa_unsupported(const ops::SparseAttentionArgs& a) {
   return "";
 }
 
-// Whether the GQA kernel takes K/V by device address: caches larger than one binding,
-// or MSA_VK_FORCE_BDA=1 (tests of that variant on small caches) where the device has
-// addresses.
+// Whether the GQA kernel takes K/V by device address (caches past one binding, or forced).
 bool gqa_by_address(const ops::SparseAttentionArgs& a) {
-  const VulkanDevice& dev = device_of(a.q, "q");
-  if (exceeds_binding(dev, a.k_cache) || exceeds_binding(dev, a.v_cache)) return true;
-  return dev.caps().buffer_address &&
-         parse_env_int("MSA_VK_FORCE_BDA", std::getenv("MSA_VK_FORCE_BDA"), 0, 0, 1) != 0;
+  return use_addresses(device_of(a.q, "q"), {&a.k_cache, &a.v_cache});
 }
 
 void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {

@@ -1,6 +1,9 @@
 #include "backends/vulkan/launch.h"
 
+#include <cstdlib>
+
 #include "backends/vulkan/stream.h"
+#include "hal/env.h"
 #include "hal/error.h"
 
 namespace msa::vulkan {
@@ -112,6 +115,13 @@ bool exceeds_binding(const VulkanDevice& dev, const hal::Tensor& t) {
   return (t.offset % caps.storage_align + t.nbytes() + 3) / 4 * 4 > caps.max_storage_range;
 }
 
+bool use_addresses(const VulkanDevice& dev, std::initializer_list<const hal::Tensor*> ts) {
+  for (const hal::Tensor* t : ts)
+    if (t->present() && exceeds_binding(dev, *t)) return true;
+  return dev.caps().buffer_address &&
+         parse_env_int("MSA_VK_FORCE_BDA", std::getenv("MSA_VK_FORCE_BDA"), 0, 0, 1) != 0;
+}
+
 std::string check_addressable(const VulkanDevice& dev, const hal::Tensor& t, uint64_t unit) {
   const Caps& caps = dev.caps();
   if ((t.dtype == hal::DType::bf16 || t.dtype == hal::DType::f16) && !caps.storage16)
@@ -121,7 +131,7 @@ std::string check_addressable(const VulkanDevice& dev, const hal::Tensor& t, uin
     return "tensor " + t.str() + " is larger than this device's maxStorageBufferRange (" +
            std::to_string(caps.max_storage_range >> 20) +
            " MiB) and buffer device addresses are off (no bufferDeviceAddress + shaderInt64, or MSA_VK_BDA=0)";
-  if (t.nbytes() / unit >= (uint64_t{1} << 32))
+  if (unit > 0 && t.nbytes() / unit >= (uint64_t{1} << 32))
     return "tensor " + t.str() + " has 2^32 or more units of " + std::to_string(unit) + " bytes";
   return "";
 }

@@ -63,9 +63,13 @@ std::string check_bindable(const VulkanDevice& dev, std::initializer_list<const 
 
 // Whether `t` (present) spans more than one storage-buffer binding of `dev` allows.
 bool exceeds_binding(const VulkanDevice& dev, const hal::Tensor& t);
-// "" when a kernel can read `t` through its device address, indexing it in 32-bit units
-// of `unit` bytes (so at most 2^32 units), else the reason, which names
-// maxStorageBufferRange like check_bindable's.
+// Whether a kernel with a buffer-device-address variant should take `ts` by address:
+// one of them exceeds a binding, or MSA_VK_FORCE_BDA=1 (tests of those variants on small
+// tensors) on a device with addresses.
+bool use_addresses(const VulkanDevice& dev, std::initializer_list<const hal::Tensor*> ts);
+// "" when a kernel can access `t` through its device address, indexing it in 32-bit units
+// of `unit` bytes (so at most 2^32 units; unit 0: 64-bit indices, no limit), else the
+// reason, which names maxStorageBufferRange like check_bindable's.
 std::string check_addressable(const VulkanDevice& dev, const hal::Tensor& t, uint64_t unit);
 
 }  // namespace msa::vulkan

@@ -86,6 +86,14 @@ struct KvAppendKvPC {
 };
 static_assert(sizeof(KvAppendKvPC) == 14 * 4);
 
+// shaders/kv_append_kv.comp with BDA=1: the caches by device address (bytes), then the
+// rest as above (off_kc / off_vc 0).
+struct KvAppendKvBdaPC {
+  uint64_t kc_addr, vc_addr;
+  KvAppendKvPC p;
+};
+static_assert(offsetof(KvAppendKvBdaPC, p) == 16 && sizeof(KvAppendKvBdaPC) <= 128);
+
 // shaders/kv_append_ki.comp
 struct KvAppendKiPC {
   uint32_t off_ki, off_bt, off_kvlen, off_cuq, off_kic, off_kis;

@@ -4,10 +4,12 @@
 // themselves and must match cpu-ref (built cheaply: a cache filled with NaN bytes where
 // only the attended pages are written, some of them past the binding limit); with
 // MSA_VK_BDA=0 such caches are refused; supports() accepts the reference B = 8, 1M shape.
+// kv_append writes such caches the same way.
 #include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "ops/ops.h"
 #include "tests/vulkan/vk_test_util.h"
@@ -170,7 +172,67 @@ TEST_F(AddressPath, CachesPastTheBindingLimitMatchReference) {
   expect_close(got, reference(x));
 }
 
-// The reference decode shape at B = 8, 1M (K and V 8 GiB each) is supported, and with
+// kv_append into caches of P pages: tokens 0..3 of two sequences (q_len 3 and 1, kv_len
+// 130 and 64 after the append, Bs = 64) land in pages page(b, blk). Returns the written
+// pages of K then V, in order of (b, blk), as bytes.
+template <typename PageOf>
+std::vector<uint8_t> append(hal::Device& d, int64_t P, const PageOf& page) {
+  const int64_t Hkv = 2, D = 128, Bs = 64, MB = 3, T = 4, pb = Hkv * Bs * D * 2;
+  hal::HostTensor k(DType::bf16, {T, Hkv, D}), v(DType::bf16, {T, Hkv, D}), bt(DType::i32, {2, MB});
+  for (int64_t i = 0; i < k.numel(); ++i) {
+    k.set(i, static_cast<float>(i % 251) - 125.0f);
+    v.set(i, static_cast<float>(i % 127) * 0.5f);
+  }
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t blk = 0; blk < MB; ++blk) bt.data<int32_t>()[b * MB + blk] = static_cast<int32_t>(page(b, blk));
+  hal::HostTensor kvl(DType::i32, {2}), cuq(DType::i32, {3});
+  kvl.data<int32_t>()[0] = 130, kvl.data<int32_t>()[1] = 64;
+  cuq.data<int32_t>()[0] = 0, cuq.data<int32_t>()[1] = 3, cuq.data<int32_t>()[2] = 4;
+  auto kbuf = d.alloc(static_cast<size_t>(P * pb)), vbuf = d.alloc(static_cast<size_t>(P * pb));
+  ops::KvAppendArgs a;
+  a.k_cache = hal::Tensor(kbuf.get(), DType::bf16, {P, Hkv, Bs, D});
+  a.v_cache = hal::Tensor(vbuf.get(), DType::bf16, {P, Hkv, Bs, D});
+  d.stream().fill_bytes(a.k_cache, 0x5A);
+  d.stream().fill_bytes(a.v_cache, 0xA5);
+  auto tk = hal::to_device(d, k), tv = hal::to_device(d, v), tb = hal::to_device(d, bt), tl = hal::to_device(d, kvl),
+       tc = hal::to_device(d, cuq);
+  a.k = tk.tensor, a.v = tv.tensor, a.block_table = tb.tensor, a.kv_len = tl.tensor, a.cu_q = tc.tensor;
+  ops::kv_append(d, a);
+  d.stream().synchronize();
+  std::vector<uint8_t> got;
+  for (hal::Buffer* buf : {kbuf.get(), vbuf.get()})
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t blk = 0; blk < MB; ++blk) {
+        std::vector<uint8_t> bytes(static_cast<size_t>(pb));
+        d.stream().download(bytes.data(), hal::Tensor(buf, DType::fp8_e4m3, {pb}, static_cast<size_t>(page(b, blk) * pb)));
+        got.insert(got.end(), bytes.begin(), bytes.end());
+      }
+  return got;
+}
+
+// kv_append: forced onto addresses on small caches, and by itself on caches past the
+// binding limit, it writes what cpu-ref writes (and nothing else in those pages).
+TEST_F(AddressPath, KvAppendByAddressMatchesReference) {
+  auto ref = hal::create_device("cpu-ref");
+  auto compact = [](int64_t b, int64_t blk) { return b * 3 + blk; };
+  const std::vector<uint8_t> want = append(*ref, 6, compact);
+  const uint64_t before = address_binds(dev());
+  EXPECT_EQ(append(dev(), 6, compact), want);
+  EXPECT_EQ(address_binds(dev()), before) << "small caches must stay on bindings by default";
+  {
+    ScopedEnv force("MSA_VK_FORCE_BDA", "1");
+    EXPECT_EQ(append(dev(), 6, compact), want);
+  }
+  EXPECT_EQ(address_binds(dev()), before + 2) << "MSA_VK_FORCE_BDA=1 did not take the caches by address";
+  const uint64_t range = caps_of(dev()).max_storage_range;
+  if (range > (uint64_t{4} << 30)) GTEST_SKIP() << "maxStorageBufferRange " << range << " B: caches past it too large for a test";
+  const int64_t limit_page = static_cast<int64_t>(range) / (2 * 64 * 128 * 2), P = limit_page + 4;
+  EXPECT_EQ(append(dev(), P, [&](int64_t b, int64_t blk) { return P - 1 - 2 * (b * 3 + blk); }), want);
+  EXPECT_EQ(address_binds(dev()), before + 4) << "caches past the binding limit did not go by address";
+}
+
+// The reference decode shape at B = 8, 1M (K and V 8 GiB each) is supported by sparse
+// attention and kv_append, and with
 // MSA_VK_BDA=0 refused naming maxStorageBufferRange. supports() looks at sizes only:
 // the views lie on a small buffer that is never touched.
 TEST_F(AddressPath, SupportsReferenceB8At1MUnlessTurnedOff) {
@@ -189,14 +251,20 @@ TEST_F(AddressPath, SupportsReferenceB8At1MUnlessTurnedOff) {
     a.lse = hal::Tensor(buf.get(), DType::f32, {B, Hq});
     a.Qb = 1;
     a.NQ = B;
-    return d.supports(hal::OpId::sparse_block_attention, &a);
+    ops::KvAppendArgs kv;  // the decode step's append into the same caches
+    kv.k = hal::Tensor(buf.get(), DType::bf16, {B, Hkv, D});
+    kv.v = kv.k;
+    kv.block_table = a.block_table, kv.kv_len = a.kv_len, kv.cu_q = a.cu_q;
+    kv.k_cache = a.k_cache, kv.v_cache = a.v_cache;
+    return std::make_pair(d.supports(hal::OpId::sparse_block_attention, &a), d.supports(hal::OpId::kv_append, &kv));
   };
-  EXPECT_EQ(check(dev()), "");
+  EXPECT_EQ(check(dev()), std::make_pair(std::string(), std::string()));
   ScopedEnv off("MSA_VK_BDA", "0");
   auto plain = hal::create_device("vulkan");
   EXPECT_FALSE(caps_of(*plain).buffer_address);
-  const std::string why = check(*plain);
-  EXPECT_NE(why.find("maxStorageBufferRange"), std::string::npos) << why;
+  const auto [sparse, kv] = check(*plain);
+  EXPECT_NE(sparse.find("maxStorageBufferRange"), std::string::npos) << sparse;
+  EXPECT_NE(kv.find("maxStorageBufferRange"), std::string::npos) << kv;
 }
 
 }  // namespace
