@@ -49,7 +49,9 @@ std::vector<VkPhysicalDevice> physical_devices() {
 
 Caps query_caps(VkPhysicalDevice pd) {
   Caps c;
+  VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  sg.pNext = &m3;
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props.pNext = &sg;
   vkGetPhysicalDeviceProperties2(pd, &props);
@@ -66,6 +68,7 @@ Caps query_caps(VkPhysicalDevice pd) {
   c.subgroup_shuffle = c.subgroup_ops && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   c.max_storage_range = L.maxStorageBufferRange;
   c.storage_align = L.minStorageBufferOffsetAlignment;
+  c.max_allocation = m3.maxMemoryAllocationSize;
   c.max_shared = L.maxComputeSharedMemorySize;
   for (int i = 0; i < 3; ++i) c.max_groups[i] = L.maxComputeWorkGroupCount[i];
   c.max_push_constants = L.maxPushConstantsSize;

@@ -22,6 +22,7 @@ struct Caps {
   bool subgroup_shuffle = false;    // shuffle (subgroupShuffleXor) in compute: the GQA kernels
   uint64_t max_storage_range = 0;   // maxStorageBufferRange: the largest tensor binding
   uint64_t storage_align = 0;       // minStorageBufferOffsetAlignment
+  uint64_t max_allocation = 0;      // maxMemoryAllocationSize (a soft limit: NVIDIA allows more)
   uint32_t max_shared = 0;          // maxComputeSharedMemorySize
   uint32_t max_groups[3] = {0, 0, 0};
   uint32_t max_push_constants = 0;

@@ -2,7 +2,8 @@
 // shaders/indexer_block.comp; or, where the device or shape does not allow it, one
 // workgroup per query block x indexer head x KV block, shaders/indexer_score.comp) and
 // block_topk (one workgroup per query block x selection head, exact radix select,
-// shaders/block_topk.comp).
+// shaders/block_topk.comp). Key caches larger than one binding (or MSA_VK_FORCE_BDA=1)
+// go to indexer_block.comp's variant reading them through their device address.
 #include <algorithm>
 
 #include "backends/vulkan/kernel_util.h"
@@ -45,12 +46,20 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   const char* name = "indexer_score";
   IndexerScorePC pc{};
   const bool blk = block_unsupported(a).empty();
+  const bool by_address = blk && use_addresses(device_of(a.qi, "qi"), {&a.ki_cache});
   const std::string variant = tag(a.qi.dtype) + "_" + tag(a.ki_cache.dtype);
-  Launch l(s, (blk ? "indexer_block_" : "indexer_score_") + variant, hal::OpId::indexer_score);
+  Launch l(s, (blk ? (by_address ? "indexer_block_bda_" : "indexer_block_") : "indexer_score_") + variant,
+           hal::OpId::indexer_score);
+  IndexerBlockBdaPC bp{};
   pc.off_qi = l.bind(a.qi, "qi");
-  pc.off_ki = l.bind(a.ki_cache, "ki_cache");
-  // indexer_block.comp reads keys as 16-byte units (fp8 offsets are in bytes).
-  if (blk) pc.off_ki = static_cast<uint32_t>(pc.off_ki * hal::dtype_size(a.ki_cache.dtype) / 16);
+  if (by_address) {
+    bp.ki_addr = l.bind_address(a.ki_cache, "ki_cache", 16);
+    pc.off_ki = 0;
+  } else {
+    pc.off_ki = l.bind(a.ki_cache, "ki_cache");
+    // indexer_block.comp reads keys as 16-byte units (fp8 offsets are in bytes).
+    if (blk) pc.off_ki = static_cast<uint32_t>(pc.off_ki * hal::dtype_size(a.ki_cache.dtype) / 16);
+  }
   pc.off_kis = l.bind(a.ki_scale, "ki_scale");
   pc.off_bt = l.bind(a.block_table, "block_table");
   pc.off_kvlen = l.bind(a.kv_len, "kv_len");
@@ -76,14 +85,17 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
     return;
   }
   // Runs of bpw KV blocks per workgroup (see kBlockMaxGroups).
-  IndexerBlockPC bp{};
-  bp.base = pc;
+  bp.p.base = pc;
   const uint64_t blocks = uint64_t{pc.NQ} * pc.mb_out;
   const uint64_t forced = env_knob("MSA_VK_INDEXER_BPW", 0);
-  bp.bpw = static_cast<uint32_t>(std::clamp<uint64_t>(
+  bp.p.bpw = static_cast<uint32_t>(std::clamp<uint64_t>(
       forced > 0 ? forced : (blocks + kBlockMaxGroups - 1) / kBlockMaxGroups, 1, kBlockMaxRun));
-  const uint64_t runs = (uint64_t{pc.mb_out} + bp.bpw - 1) / bp.bpw;
-  l.run(bp, std::max<uint64_t>(uint64_t{pc.NQ} * runs, min_groups));
+  const uint64_t runs = (uint64_t{pc.mb_out} + bp.p.bpw - 1) / bp.p.bpw;
+  const uint64_t groups = std::max<uint64_t>(uint64_t{pc.NQ} * runs, min_groups);
+  if (by_address)
+    l.run(bp, groups);
+  else
+    l.run(bp.p, groups);
 }
 
 std::string supports_indexer_score(const ops::IndexerScoreArgs& a) {
@@ -93,6 +105,10 @@ std::string supports_indexer_score(const ops::IndexerScoreArgs& a) {
   if (k != hal::DType::f32 && k != hal::DType::bf16 && k != hal::DType::fp8_e4m3)
     return std::string("ki_cache dtype ") + hal::dtype_name(k) + " has no Vulkan kernel";
   if (a.NQ * a.qi.dim(1) * a.block_score.dim(2) >= (int64_t{1} << 32)) return "NQ * Hi * max_blocks >= 2^32";
+  if (block_unsupported(a).empty() && use_addresses(dev, {&a.ki_cache})) {
+    if (std::string why = check_addressable(dev, a.ki_cache, 16); !why.empty()) return why;
+    return check_bindable(dev, {&a.qi, &a.ki_scale, &a.block_table, &a.kv_len, &a.cu_q, &a.block_score});
+  }
   return check_bindable(dev, {&a.qi, &a.ki_cache, &a.ki_scale, &a.block_table, &a.kv_len, &a.cu_q,
                               &a.block_score});
 }

@@ -69,7 +69,11 @@ Allocation* create_allocation(const Context& ctx, uint64_t bytes, MemoryKind kin
   mai.allocationSize = req.size;
   mai.memoryTypeIndex = static_cast<uint32_t>(type);
   r = vkAllocateMemory(ctx.device, &mai, nullptr, &a->memory);
-  if (r != VK_SUCCESS) fail("vkAllocateMemory: " + result_name(r));
+  if (r != VK_SUCCESS)
+    fail("vkAllocateMemory: " + result_name(r) +
+         (req.size > ctx.caps.max_allocation && ctx.caps.max_allocation > 0
+              ? " (above maxMemoryAllocationSize, " + std::to_string(ctx.caps.max_allocation) + " bytes)"
+              : ""));
   r = vkBindBufferMemory(ctx.device, a->buffer, a->memory, 0);
   if (r != VK_SUCCESS) fail("vkBindBufferMemory: " + result_name(r));
   if (addressed) {

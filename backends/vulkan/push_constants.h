@@ -72,6 +72,14 @@ struct IndexerBlockPC {
 };
 static_assert(sizeof(IndexerBlockPC) == 21 * 4);
 
+// shaders/indexer_block.comp with BDA=1: the key cache by device address (bytes), then
+// the rest as above (off_ki 0).
+struct IndexerBlockBdaPC {
+  uint64_t ki_addr;
+  IndexerBlockPC p;
+};
+static_assert(offsetof(IndexerBlockBdaPC, p) == 8 && sizeof(IndexerBlockBdaPC) <= 128);
+
 // shaders/block_topk.comp
 struct BlockTopkPC {
   uint32_t off_score, off_kvlen, off_cuq, off_idx, off_cnt;

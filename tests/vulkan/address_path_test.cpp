@@ -4,7 +4,7 @@
 // themselves and must match cpu-ref (built cheaply: a cache filled with NaN bytes where
 // only the attended pages are written, some of them past the binding limit); with
 // MSA_VK_BDA=0 such caches are refused; supports() accepts the reference B = 8, 1M shape.
-// kv_append writes such caches the same way.
+// kv_append writes such caches, and indexer_score reads such key caches, the same way.
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -229,6 +229,67 @@ TEST_F(AddressPath, KvAppendByAddressMatchesReference) {
   const int64_t limit_page = static_cast<int64_t>(range) / (2 * 64 * 128 * 2), P = limit_page + 4;
   EXPECT_EQ(append(dev(), P, [&](int64_t b, int64_t blk) { return P - 1 - 2 * (b * 3 + blk); }), want);
   EXPECT_EQ(address_binds(dev()), before + 4) << "caches past the binding limit did not go by address";
+}
+
+// indexer_score at decode (B = 2, one query each) on a key cache of P pages, sequence b's
+// block blk in page page(b, blk), every other page NaN bytes. Returns block_score.
+template <typename PageOf>
+std::vector<float> index(hal::Device& d, int64_t P, const PageOf& page) {
+  const int64_t B = 2, Hi = 4, Di = 128, Bs = 64, MB = 16, pb = Bs * Di * 2;
+  const std::vector<int32_t> lens{1000, 333};
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  hal::HostTensor qi(DType::bf16, {B, Hi, Di}), bt(DType::i32, {B, MB}), kvl(DType::i32, {B}), cuq(DType::i32, {B + 1}),
+      page_data(DType::bf16, {Bs, Di});
+  for (int64_t i = 0; i < qi.numel(); ++i) qi.set(i, u(rng));
+  for (int64_t b = 0; b < B; ++b) {
+    kvl.data<int32_t>()[b] = lens[b];
+    for (int64_t blk = 0; blk < MB; ++blk) bt.data<int32_t>()[b * MB + blk] = static_cast<int32_t>(page(b, blk));
+  }
+  for (int64_t b = 0; b <= B; ++b) cuq.data<int32_t>()[b] = static_cast<int32_t>(b);
+  auto kbuf = d.alloc(static_cast<size_t>(P * pb));
+  ops::IndexerScoreArgs a;
+  a.ki_cache = hal::Tensor(kbuf.get(), DType::bf16, {P, Bs, Di});
+  d.stream().fill_bytes(a.ki_cache, 0xFF);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t blk = 0; blk < MB; ++blk) {
+      for (int64_t i = 0; i < page_data.numel(); ++i) page_data.set(i, u(rng));
+      d.stream().upload(hal::Tensor(kbuf.get(), DType::bf16, {Bs, Di}, static_cast<size_t>(page(b, blk) * pb)),
+                        page_data.bytes.data());
+    }
+  auto tq = hal::to_device(d, qi), tb = hal::to_device(d, bt), tl = hal::to_device(d, kvl), tc = hal::to_device(d, cuq);
+  auto out = d.alloc_tensor(DType::f32, {B, Hi, MB});
+  a.qi = tq.tensor, a.block_table = tb.tensor, a.kv_len = tl.tensor, a.cu_q = tc.tensor, a.Qb = 1, a.NQ = B;
+  a.block_score = out.tensor;
+  ops::indexer_score(d, a);
+  d.stream().synchronize();
+  return hal::to_host(d, out.tensor).to_f32();
+}
+
+// indexer_score: the key cache forced onto its address, and past the binding limit by
+// itself, scores as cpu-ref does.
+TEST_F(AddressPath, IndexerByAddressMatchesReference) {
+  auto ref = hal::create_device("cpu-ref");
+  auto compact = [](int64_t b, int64_t blk) { return b * 16 + blk; };
+  const std::vector<float> want = index(*ref, 32, compact);
+  auto expect_scores = [&](const std::vector<float>& got) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (std::isinf(want[i])) EXPECT_EQ(got[i], want[i]) << "score " << i;
+      else EXPECT_NEAR(got[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << "score " << i;
+    }
+  };
+  const uint64_t before = address_binds(dev());
+  {
+    ScopedEnv force("MSA_VK_FORCE_BDA", "1");
+    expect_scores(index(dev(), 32, compact));
+  }
+  EXPECT_EQ(address_binds(dev()), before + 1) << "MSA_VK_FORCE_BDA=1 did not take the keys by address";
+  const uint64_t range = caps_of(dev()).max_storage_range;
+  if (range > (uint64_t{4} << 30)) GTEST_SKIP() << "maxStorageBufferRange " << range << " B: caches past it too large for a test";
+  const int64_t limit_page = static_cast<int64_t>(range) / (64 * 128 * 2), P = limit_page + 32;
+  expect_scores(index(dev(), P, [&](int64_t b, int64_t blk) { return P - 1 - 2 * (b * 16 + blk); }));
+  EXPECT_EQ(address_binds(dev()), before + 2) << "a key cache past the binding limit did not go by address";
 }
 
 // The reference decode shape at B = 8, 1M (K and V 8 GiB each) is supported by sparse

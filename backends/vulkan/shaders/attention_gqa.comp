@@ -24,9 +24,7 @@
 #define WGS 128
 #include "common.glsl"
 #if BDA
-#extension GL_EXT_buffer_reference : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
-layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer U4Ref { uvec4 v; };
+#include "bda.glsl"
 #endif
 
 layout(push_constant) uniform PushConstants {
@@ -59,8 +57,8 @@ layout(std430, binding = 9) writeonly buffer LseBuf { float lse_d[]; };
 
 // The uvec4 number i of the K / V view.
 #if BDA
-#define K4(i) U4Ref(pc.k_addr + uint64_t(i) * 16ul).v
-#define V4(i) U4Ref(pc.v_addr + uint64_t(i) * 16ul).v
+#define K4(i) U4_AT(pc.k_addr, i)
+#define V4(i) U4_AT(pc.v_addr, i)
 #else
 #define K4(i) k4[pc.off_k4 + (i)]
 #define V4(i) v4[pc.off_v4 + (i)]

@@ -19,10 +19,22 @@
 // QI_TYPE: dtype of qi; KI_TYPE: dtype of ki_cache (f32, bf16 or fp8_e4m3).
 // Requires Bs <= 128, Di <= 128 with 16-byte key rows, the ki view 16-byte aligned (host
 // checks; other shapes use indexer_score.comp).
+// BDA=1: the keys are read through their buffer device address (push constant ki_addr,
+// the view's first byte) instead of binding 2, for key caches larger than
+// maxStorageBufferRange.
 #define WGS 128
 #include "common.glsl"
+#if BDA
+#include "bda.glsl"
+#define KI4(i) U4_AT(pc.ki_addr, i)
+#else
+#define KI4(i) ki4[i]
+#endif
 
 layout(push_constant) uniform PushConstants {
+#if BDA
+  uint64_t ki_addr;  // (off_ki4 unused: 0)
+#endif
   uint off_qi, off_ki4, off_kis, off_bt, off_kvlen, off_cuq, off_out;
   uint T, Hi, Di, P, Bs, mb_table, mb_out, B, Qb, NQ, has_scale, pool_lse;
   float scale;
@@ -157,7 +169,7 @@ void main() {
       [[unroll]] for (uint cc = 0u; cc < CPL; ++cc) {                                \
         uint ch_ = li + LPR * cc;                                                    \
         kr[it][cc] = uvec4(0u);                                                      \
-        if (row_ < nt_ && ch_ < cpr) kr[it][cc] = ki4[kb_ + row_ * cpr + ch_];       \
+        if (row_ < nt_ && ch_ < cpr) kr[it][cc] = KI4(kb_ + row_ * cpr + ch_);       \
       }                                                                              \
     }                                                                                \
     kscale = 1.0;                                                                    \
