@@ -142,7 +142,11 @@ TEST_F(AddressPath, ForcedOnSmallCachesMatchesBindingsAndReference) {
   const int64_t MB = x.MB(), P = 3 * x.B() * MB;
   auto page = [&](int64_t b, int64_t blk) { return (b * MB + blk) * 3 + 1; };
   const uint64_t before = address_binds(dev());
-  const Result bound = run(dev(), x, P, page);
+  Result bound;
+  {
+    ScopedEnv plain("MSA_VK_FORCE_BDA", "0");
+    bound = run(dev(), x, P, page);
+  }
   EXPECT_EQ(address_binds(dev()), before) << "K/V fit a binding: the address variant must not run by default";
   Result forced;
   {
@@ -217,7 +221,10 @@ TEST_F(AddressPath, KvAppendByAddressMatchesReference) {
   auto compact = [](int64_t b, int64_t blk) { return b * 3 + blk; };
   const std::vector<uint8_t> want = append(*ref, 6, compact);
   const uint64_t before = address_binds(dev());
-  EXPECT_EQ(append(dev(), 6, compact), want);
+  {
+    ScopedEnv plain("MSA_VK_FORCE_BDA", "0");
+    EXPECT_EQ(append(dev(), 6, compact), want);
+  }
   EXPECT_EQ(address_binds(dev()), before) << "small caches must stay on bindings by default";
   {
     ScopedEnv force("MSA_VK_FORCE_BDA", "1");
