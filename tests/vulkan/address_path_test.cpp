@@ -57,16 +57,6 @@ struct Result {
   std::vector<float> out, lse;
 };
 
-double nmse(const std::vector<float>& x, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i])) return INFINITY;
-    num += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return den > 0 ? num / den : num;
-}
-
 class AddressPath : public VulkanTest {
  protected:
   void SetUp() override {

@@ -15,17 +15,6 @@ struct Shape {
   int64_t Hq, Hkv, D, Bs, k;
 };
 
-// Global NMSE of x against ref (NaN counts as a failure: returns +inf).
-double nmse(const std::vector<float>& x, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i])) return INFINITY;
-    num += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return den > 0 ? num / den : num;
-}
-
 class AttentionPaths : public VulkanTest {
  protected:
   void run(const Shape& sh, bool sparse) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,6 +18,17 @@
 namespace msa::vulkan_test {
 
 using hal::DType;
+
+// Global NMSE of x against ref (NaN counts as a failure: returns +inf).
+inline double nmse(const std::vector<float>& x, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) return INFINITY;
+    num += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return den > 0 ? num / den : num;
+}
 
 class VulkanTest : public ::testing::Test {
  protected:
