@@ -74,7 +74,7 @@ if has bench; then
     --benchmark_out="$OUT/bench_cuda.json" --benchmark_out_format=json > "$OUT/bench_cuda.log" 2>&1
   SUMMARY+=("bench cuda rc=$?")
   VF='(indexer_score|sparse_block_attention|msa_layer).*T=(1|8) q=.*kv=\[(8 x )?(32768|1048576)'
-  timeout 45 $B/bench/msa-bench --backend=vulkan:0 --benchmark_filter="$VF" --benchmark_min_time=0.05s --sustain=0.5 \
+  timeout 90 $B/bench/msa-bench --backend=vulkan:0 --benchmark_filter="$VF" --benchmark_min_time=0.05s --sustain=0.5 \
     --benchmark_out="$OUT/bench_vulkan.json" --benchmark_out_format=json > "$OUT/bench_vulkan.log" 2>&1
   SUMMARY+=("bench vulkan rc=$?")
   pack
