@@ -54,6 +54,10 @@ if has check; then
   say "msa check vulkan full (NVIDIA driver)"
   timeout 60 $MSA check --backend vulkan:0 --cases full > "$OUT/check_vulkan.log" 2>&1
   SUMMARY+=("check vulkan rc=$? $(grep -E '^total' "$OUT/check_vulkan.log" | tr -s ' ')")
+  say "msa check vulkan full, K/V and key caches through buffer device addresses"
+  MSA_VK_FORCE_BDA=1 timeout 60 $MSA check --backend vulkan:0 --cases full \
+    --op sparse_block_attention,indexer_score,kv_append,msa_layer > "$OUT/check_vulkan_bda.log" 2>&1
+  SUMMARY+=("check vulkan bda rc=$? $(grep -E '^total' "$OUT/check_vulkan_bda.log" | tr -s ' ')")
   grep -hE "^FAIL" "$OUT"/check_*.log | cut -c1-250 | head -20 | tee -a "$LOG"
   pack
 fi
