@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# One GPU call (session 4, issue 4's two decode targets; bench/NOTES.md "Session 4: decode
+# floor"): where the sparse decode's 20-23 us floor comes from (the same 32 MiB of selected
+# slabs from a 512 MiB cache at 32K vs a 16 GiB cache at 1M, ncu memory counters at both,
+# host enqueue time per call) and the L2 bulk-prefetch variant of the cluster kernel
+# (MSA_CUDA_DECODE_CLUSTER_PREFETCH); block_topk's one-block register path and adaptive
+# select (MSA_TOPK_ONE_BLOCK, MSA_TOPK_ADAPTIVE) checked and timed in the B = 1 layer.
+# From the repository root on the GPU machine, after `source .device-deps/unpack.sh`:
+#   S=<exported source tree> OUT=<log dir> bash $S/bench/dec4_device_run.sh
+# Uses $S/prebuilt/{msa,msa-bench,libmsa.so.0} when they load (built from the same tree on
+# the development machine), else builds. Every step is time-boxed; the whole run stays
+# under BUDGET seconds (default 200): steps that would not fit are skipped and say so.
+set -u
+S=${S:-.}
+OUT=${OUT:-/tmp/dec4-out}
+BUDGET=${BUDGET:-200}
+LOG=/tmp/dec4-logs  # logs, packed into $OUT/logs.tgz after every step (few files come back)
+mkdir -p "$OUT" "$LOG"
+pack() { tar czf "$OUT/logs.tgz" -C "$LOG" . 2>/dev/null; }
+T0=$(date +%s)
+left() { echo $((BUDGET - ($(date +%s) - T0))); }
+fits() { [ "$(left)" -ge "$1" ] || { echo "-- skipped (time): $2"; return 1; }; }
+M="" BENCH=""
+if [ -x "$S/prebuilt/msa" ]; then
+  export LD_LIBRARY_PATH="$S/prebuilt:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if ! ldd "$S/prebuilt/msa" "$S/prebuilt/libmsa.so.0" "$S/prebuilt/msa-bench" | grep -q "not found" &&
+     "$S/prebuilt/msa" devices > "$LOG/devices.log" 2>&1; then
+    M=$S/prebuilt/msa BENCH=$S/prebuilt/msa-bench
+    echo "== prebuilt binaries load"
+  else
+    echo "== prebuilt binaries do not load here:"; ldd "$S/prebuilt/msa" | grep "not found"; tail -3 "$LOG/devices.log"
+  fi
+fi
+if [ -z "$M" ]; then
+  B=/tmp/build-dec4
+  cmake -S "$S" -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DMSA_CUDA=ON \
+    -DMSA_VULKAN=OFF -DMSA_HIP=OFF -DMSA_CPU_SIMD=OFF > "$LOG/build.log" 2>&1 &&
+    cmake --build $B -j16 --target msa_cli msa-bench >> "$LOG/build.log" 2>&1 || { grep -m5 error "$LOG/build.log"; exit 1; }
+  M=$B/tools/msa BENCH=$B/bench/msa-bench
+  echo "== built in $B ($(( $(date +%s) - T0 )) s)"
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+echo "ncu: ${NCU:-none}"
+
+NEWTK='ONE_BLOCK=1 ADAPTIVE=1'
+tk() { env MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1 "$@"; }
+
+echo "== checks, full cases (run side by side; correctness only)"
+(timeout 60 $M check --backend cuda --cases full --op block_topk > "$LOG/check_topk_default.log" 2>&1; echo "rc $?" >> "$LOG/check_topk_default.log") &
+(tk timeout 60 $M check --backend cuda --cases full --op block_topk > "$LOG/check_topk_new.log" 2>&1; echo "rc $?" >> "$LOG/check_topk_new.log") &
+(MSA_TOPK_ADAPTIVE=1 timeout 60 $M check --backend cuda --cases full --op block_topk > "$LOG/check_topk_adaptive.log" 2>&1; echo "rc $?" >> "$LOG/check_topk_adaptive.log") &
+(MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 timeout 60 $M check --backend cuda --cases full --op sparse_block_attention > "$LOG/check_sparse_pf1.log" 2>&1; echo "rc $?" >> "$LOG/check_sparse_pf1.log") &
+(MSA_CUDA_DECODE_CLUSTER_PREFETCH=3 timeout 60 $M check --backend cuda --cases full --op sparse_block_attention --match 'Hq=64' > "$LOG/check_sparse_pf3.log" 2>&1; echo "rc $?" >> "$LOG/check_sparse_pf3.log") &
+wait
+for f in topk_default topk_new topk_adaptive sparse_pf1 sparse_pf3; do
+  printf "%-16s " $f; grep -E "^total|rc " "$LOG/check_$f.log" | tr '\n' ' '; echo; grep -m3 FAIL "$LOG/check_$f.log"
+done
+
+pack
+LAY='block_topk|indexer_score|sparse_block|msa layer'
+layer() {  # label, context, env...
+  local label=$1 ctx=$2; shift 2
+  printf -- "-- layer B=1 %-8s %-28s " "$ctx" "$label"
+  env "$@" timeout 30 $M layer --backend cuda --batch 1 --context "$ctx" --iters 20 2>&1 | grep -E "$LAY" |
+    awk '{printf "%s=%s ", $1, $NF}'; echo
+}
+echo "== block_topk in the B=1 layer (single-call op times, ms), old then new, twice"
+for rep in 1 2; do
+  fits 25 "layer 128K rep $rep" && {
+    layer "row kernel (default)" 131072
+    layer "one block, radix" 131072 MSA_TOPK_ONE_BLOCK=1
+    layer "one block, adaptive" 131072 MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1
+  }
+done
+fits 25 "layer 1M" && {
+  layer "split (default)" 1048576
+  layer "split, adaptive" 1048576 MSA_TOPK_ADAPTIVE=1
+}
+
+BCOLS='s/ (dev_MiB|rss_MiB|TFLOP\/s|flop_frac|distinct_blocks_per_64)=[^ ]*//g; s/manual_time//'
+bench() {  # label, op, filter, env...
+  local label=$1 op=$2 f=$3; shift 3
+  echo "-- $label"
+  env "$@" timeout 45 $BENCH --backend=cuda --op=$op --benchmark_filter="$f" --benchmark_min_time=0.05 \
+    --sustain=0.5 2>&1 | grep -E "^cuda/|ceiling|decode_cluster" | sed -E "$BCOLS"
+}
+pack
+FTK='block_topk/B=(1|8) T=(1|8) .*kv=\[(8 x )?(131072|1048576)\]'
+fits 30 "topk bench" && {
+  echo "== block_topk benches (median = one call, queued/sustained = back to back)"
+  bench "topk default" block_topk "$FTK"
+  bench "topk $NEWTK" block_topk "$FTK" MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1
+}
+pack
+FSP='sparse_block_attention/B=(1|8) T=(1|8) .*kv=\[8 x (32768|131072|1048576)\]|sparse_block_attention/B=1 T=1 .*kv=\[1048576\]'
+fits 45 "sparse bench" && {
+  echo "== sparse decode: same 32 MiB of slabs (B=8) from caches of 512 MiB (32K), 2 GiB (128K), 16 GiB (1M)"
+  bench "sparse default (cluster kernel)" sparse_block_attention "$FSP" MSA_CUDA_DECODE_CLUSTER_LOG=1
+  bench "sparse, L2 bulk prefetch of later slabs (PREFETCH=1)" sparse_block_attention "$FSP" MSA_CUDA_DECODE_CLUSTER_PREFETCH=1
+}
+
+ncu_run() {  # label, filter, metrics, env...
+  local label=$1 f=$2 met=$3; shift 3
+  echo "-- ncu $label"
+  env "$@" timeout 40 "$NCU" --clock-control none -k 'regex:cluster_decode' --launch-skip 10 --launch-count 2 \
+    --metrics "$met" $BENCH --backend=cuda --op=sparse_block_attention --benchmark_filter="$f" \
+    --benchmark_min_time=0.01 > "$LOG/ncu_${label// /_}.log" 2>&1
+  grep -E "^  [a-z_]+__|ERR|rror" "$LOG/ncu_${label// /_}.log" | sed -E 's/ +/ /g' | head -24
+}
+pack
+F8_1M='sparse_block_attention/B=8 T=8 .*kv=\[8 x 1048576\]'
+F8_32K='sparse_block_attention/B=8 T=8 .*kv=\[8 x 32768\]'
+MET=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_op_read.sum,sm__cycles_active.avg,smsp__cycles_active.avg
+if [ -n "$NCU" ]; then
+  echo "== ncu, cluster kernel, B=8 (caches flushed before each profiled launch)"
+  fits 35 "ncu 1M" && ncu_run "1M default" "$F8_1M" "$MET"
+  fits 30 "ncu 32K" && ncu_run "32K default" "$F8_32K" "$MET"
+  fits 35 "ncu 1M PF1" && ncu_run "1M prefetch1" "$F8_1M" "$MET" MSA_CUDA_DECODE_CLUSTER_PREFETCH=1
+fi
+
+fits 30 "racecheck" && {
+  echo "== compute-sanitizer on the new top-k path ($NEWTK) and PREFETCH=1"
+  tk timeout 30 compute-sanitizer --tool racecheck --print-limit 5 $M check --backend cuda --cases quick --op block_topk \
+    2>&1 | grep -E "^total|FAIL|RACECHECK SUMMARY|Hazard" | head -6
+  MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 timeout 25 compute-sanitizer --tool memcheck --print-limit 5 $M check --backend cuda \
+    --cases full --op sparse_block_attention --match 'Hq=64' 2>&1 | grep -E "^total|FAIL|ERROR SUMMARY" | head -4
+}
+pack
+if [ -n "$NCU" ]; then
+  fits 35 "ncu 1M PF3" && ncu_run "1M prefetch3" "$F8_1M" gpu__time_duration.sum,dram__bytes_read.sum MSA_CUDA_DECODE_CLUSTER_PREFETCH=3
+  fits 35 "ncu TLB" && {
+    "$NCU" --query-metrics > "$LOG/ncu_metrics.txt" 2>&1
+    TLB=$(awk '{print $1}' "$LOG/ncu_metrics.txt" | grep -iE 'tlb|gmmu|mmu_' | head -8 | sed 's/$/.sum/' | paste -sd, -)
+    echo "tlb metrics: ${TLB:-none found}"
+    [ -n "$TLB" ] && ncu_run "1M tlb" "$F8_1M" "gpu__time_duration.sum,$TLB" && ncu_run "32K tlb" "$F8_32K" "gpu__time_duration.sum,$TLB"
+  }
+fi
+echo "== done in $(( $(date +%s) - T0 )) s"
+pack
