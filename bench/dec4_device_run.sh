@@ -58,7 +58,7 @@ for f in topk_default topk_new topk_adaptive sparse_pf1 sparse_pf3; do
 done
 
 pack
-LAY='block_topk|indexer_score|sparse_block|msa layer'
+LAY='^(block_topk|indexer_score|sparse_block_attention|msa layer \(sum\)) '
 layer() {  # label, context, env...
   local label=$1 ctx=$2; shift 2
   printf -- "-- layer B=1 %-8s %-28s " "$ctx" "$label"
@@ -106,7 +106,7 @@ ncu_run() {  # label, filter, metrics, env...
   env "$@" timeout 40 "$NCU" --clock-control none -k 'regex:cluster_decode' --launch-skip 10 --launch-count 2 \
     --metrics "$met" $BENCH --backend=cuda --op=sparse_block_attention --benchmark_filter="$f" \
     --benchmark_min_time=0.01 > "$LOG/ncu_${label// /_}.log" 2>&1
-  grep -E "^  [a-z_]+__|ERR|rror" "$LOG/ncu_${label// /_}.log" | sed -E 's/ +/ /g' | head -24
+  grep -E "^ +[a-z_]+__|ERR|rror" "$LOG/ncu_${label// /_}.log" | sed -E 's/ +/ /g' | head -24
 }
 pack
 F8_1M='sparse_block_attention/B=8 T=8 .*kv=\[8 x 1048576\]'
@@ -119,9 +119,9 @@ if [ -n "$NCU" ]; then
   fits 35 "ncu 1M PF1" && ncu_run "1M prefetch1" "$F8_1M" "$MET" MSA_CUDA_DECODE_CLUSTER_PREFETCH=1
 fi
 
-fits 30 "racecheck" && {
+fits 40 "racecheck" && {
   echo "== compute-sanitizer on the new top-k path ($NEWTK) and PREFETCH=1"
-  tk timeout 30 compute-sanitizer --tool racecheck --print-limit 5 $M check --backend cuda --cases quick --op block_topk \
+  tk timeout 40 compute-sanitizer --tool racecheck --print-limit 5 $M check --backend cuda --cases full --op block_topk \
     2>&1 | grep -E "^total|FAIL|RACECHECK SUMMARY|Hazard" | head -6
   MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 timeout 25 compute-sanitizer --tool memcheck --print-limit 5 $M check --backend cuda \
     --cases full --op sparse_block_attention --match 'Hq=64' 2>&1 | grep -E "^total|FAIL|ERROR SUMMARY" | head -4
