@@ -7,8 +7,7 @@
 # select (MSA_TOPK_ONE_BLOCK, MSA_TOPK_ADAPTIVE) checked and timed in the B = 1 layer.
 # From the repository root on the GPU machine, after `source .device-deps/unpack.sh`:
 #   S=<exported source tree> OUT=<log dir> bash $S/bench/dec4_device_run.sh
-# Uses $S/prebuilt/{msa,msa-bench,libmsa.so.0} when they load (built from the same tree on
-# the development machine), else builds. Every step is time-boxed; the whole run stays
+# Builds msa and msa-bench first. Every step is time-boxed; the whole run stays
 # under BUDGET seconds (default 200): steps that would not fit are skipped and say so.
 set -u
 S=${S:-.}
@@ -20,25 +19,14 @@ pack() { tar czf "$OUT/logs.tgz" -C "$LOG" . 2>/dev/null; }
 T0=$(date +%s)
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
 fits() { [ "$(left)" -ge "$1" ] || { echo "-- skipped (time): $2"; return 1; }; }
-M="" BENCH=""
-if [ -x "$S/prebuilt/msa" ]; then
-  export LD_LIBRARY_PATH="$S/prebuilt:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  if ! ldd "$S/prebuilt/msa" "$S/prebuilt/libmsa.so.0" "$S/prebuilt/msa-bench" | grep -q "not found" &&
-     "$S/prebuilt/msa" devices > "$LOG/devices.log" 2>&1; then
-    M=$S/prebuilt/msa BENCH=$S/prebuilt/msa-bench
-    echo "== prebuilt binaries load"
-  else
-    echo "== prebuilt binaries do not load here:"; ldd "$S/prebuilt/msa" | grep "not found"; tail -3 "$LOG/devices.log"
-  fi
-fi
-if [ -z "$M" ]; then
-  B=/tmp/build-dec4
-  cmake -S "$S" -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DMSA_CUDA=ON \
-    -DMSA_VULKAN=OFF -DMSA_HIP=OFF -DMSA_CPU_SIMD=OFF > "$LOG/build.log" 2>&1 &&
-    cmake --build $B -j16 --target msa_cli msa-bench >> "$LOG/build.log" 2>&1 || { grep -m5 error "$LOG/build.log"; exit 1; }
-  M=$B/tools/msa BENCH=$B/bench/msa-bench
-  echo "== built in $B ($(( $(date +%s) - T0 )) s)"
-fi
+# Built here: binaries built on the development machine need a newer libstdc++ than this
+# machine has (first call of session 4: ios_base::Init::_S_refcount missing); ~30 s.
+B=/tmp/build-dec4
+cmake -S "$S" -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DMSA_CUDA=ON \
+  -DMSA_VULKAN=OFF -DMSA_HIP=OFF -DMSA_CPU_SIMD=OFF > "$LOG/build.log" 2>&1 &&
+  cmake --build $B -j16 --target msa_cli msa-bench >> "$LOG/build.log" 2>&1 || { grep -m5 error "$LOG/build.log"; pack; exit 1; }
+M=$B/tools/msa BENCH=$B/bench/msa-bench
+echo "== built in $B ($(( $(date +%s) - T0 )) s)"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 echo "ncu: ${NCU:-none}"
@@ -65,19 +53,6 @@ layer() {  # label, context, env...
   env "$@" timeout 30 $M layer --backend cuda --batch 1 --context "$ctx" --iters 20 2>&1 | grep -E "$LAY" |
     awk '{printf "%s=%s ", $1, $NF}'; echo
 }
-echo "== block_topk in the B=1 layer (single-call op times, ms), old then new, twice"
-for rep in 1 2; do
-  fits 25 "layer 128K rep $rep" && {
-    layer "row kernel (default)" 131072
-    layer "one block, radix" 131072 MSA_TOPK_ONE_BLOCK=1
-    layer "one block, adaptive" 131072 MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1
-  }
-done
-fits 25 "layer 1M" && {
-  layer "split (default)" 1048576
-  layer "split, adaptive" 1048576 MSA_TOPK_ADAPTIVE=1
-}
-
 BCOLS='s/ (dev_MiB|rss_MiB|TFLOP\/s|flop_frac|distinct_blocks_per_64)=[^ ]*//g; s/manual_time//'
 bench() {  # label, op, filter, env...
   local label=$1 op=$2 f=$3; shift 3
@@ -85,21 +60,6 @@ bench() {  # label, op, filter, env...
   env "$@" timeout 45 $BENCH --backend=cuda --op=$op --benchmark_filter="$f" --benchmark_min_time=0.05 \
     --sustain=0.5 2>&1 | grep -E "^cuda/|ceiling|decode_cluster" | sed -E "$BCOLS"
 }
-pack
-FTK='block_topk/B=(1|8) T=(1|8) .*kv=\[(8 x )?(131072|1048576)\]'
-fits 30 "topk bench" && {
-  echo "== block_topk benches (median = one call, queued/sustained = back to back)"
-  bench "topk default" block_topk "$FTK"
-  bench "topk $NEWTK" block_topk "$FTK" MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1
-}
-pack
-FSP='sparse_block_attention/B=(1|8) T=(1|8) .*kv=\[8 x (32768|131072|1048576)\]|sparse_block_attention/B=1 T=1 .*kv=\[1048576\]'
-fits 45 "sparse bench" && {
-  echo "== sparse decode: same 32 MiB of slabs (B=8) from caches of 512 MiB (32K), 2 GiB (128K), 16 GiB (1M)"
-  bench "sparse default (cluster kernel)" sparse_block_attention "$FSP" MSA_CUDA_DECODE_CLUSTER_LOG=1
-  bench "sparse, L2 bulk prefetch of later slabs (PREFETCH=1)" sparse_block_attention "$FSP" MSA_CUDA_DECODE_CLUSTER_PREFETCH=1
-}
-
 ncu_run() {  # label, filter, metrics, env...
   local label=$1 f=$2 met=$3; shift 3
   echo "-- ncu $label"
@@ -108,16 +68,47 @@ ncu_run() {  # label, filter, metrics, env...
     --benchmark_min_time=0.01 > "$LOG/ncu_${label// /_}.log" 2>&1
   grep -E "^ +[a-z_]+__|ERR|rror" "$LOG/ncu_${label// /_}.log" | sed -E 's/ +/ /g' | head -24
 }
+layer128() {
+  layer "row kernel (default)" 131072
+  layer "one block, radix" 131072 MSA_TOPK_ONE_BLOCK=1
+  layer "one block, adaptive" 131072 MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1
+}
+
+echo "== block_topk in the B=1 layer (single-call op times, ms), old then new"
+fits 25 "layer 128K" && layer128
+fits 25 "layer 1M" && {
+  layer "split (default)" 1048576
+  layer "split, adaptive" 1048576 MSA_TOPK_ADAPTIVE=1
+}
 pack
-F8_1M='sparse_block_attention/B=8 T=8 .*kv=\[8 x 1048576\]'
-F8_32K='sparse_block_attention/B=8 T=8 .*kv=\[8 x 32768\]'
-MET=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_op_read.sum,sm__cycles_active.avg,smsp__cycles_active.avg
+
+FSP='sparse_block_attention/B=8 T=8 .*kv=\[8 x (32768|131072|1048576)\.\.|sparse_block_attention/B=1 T=1 .*kv=\[1048576]'
+fits 45 "sparse bench" && {
+  echo "== sparse decode: same 32 MiB of slabs (B=8) from caches of 512 MiB (32K), 2 GiB (128K), 16 GiB (1M)"
+  bench "sparse default (cluster kernel)" sparse_block_attention "$FSP" MSA_CUDA_DECODE_CLUSTER_LOG=1
+  bench "sparse, L2 bulk prefetch of later slabs (PREFETCH=1)" sparse_block_attention "$FSP" MSA_CUDA_DECODE_CLUSTER_PREFETCH=1
+}
+pack
+
+F8_1M='sparse_block_attention/B=8 T=8 .*kv=\[8 x 1048576\.\.'
+F8_32K='sparse_block_attention/B=8 T=8 .*kv=\[8 x 32768\.\.'
+MET=gpu__time_duration.sum,dram__bytes_read.sum,l1tex__m_xbar2l1tex_read_bytes.sum,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_op_read.sum,sm__cycles_active.avg,smsp__cycles_active.avg
 if [ -n "$NCU" ]; then
   echo "== ncu, cluster kernel, B=8 (caches flushed before each profiled launch)"
-  fits 35 "ncu 1M" && ncu_run "1M default" "$F8_1M" "$MET"
-  fits 30 "ncu 32K" && ncu_run "32K default" "$F8_32K" "$MET"
-  fits 35 "ncu 1M PF1" && ncu_run "1M prefetch1" "$F8_1M" "$MET" MSA_CUDA_DECODE_CLUSTER_PREFETCH=1
+  fits 30 "ncu 1M" && ncu_run "1M default" "$F8_1M" "$MET"
+  fits 25 "ncu 32K" && ncu_run "32K default" "$F8_32K" "$MET"
+  fits 30 "ncu 1M PF1" && ncu_run "1M prefetch1" "$F8_1M" "$MET" MSA_CUDA_DECODE_CLUSTER_PREFETCH=1
 fi
+pack
+
+FTK='block_topk/B=(1|8) T=(1|8) .*kv=\[(8 x )?(131072|1048576)(]|\.\.)'
+fits 25 "topk bench" && {
+  echo "== block_topk benches (median = one call, queued/sustained = back to back)"
+  bench "topk default" block_topk "$FTK"
+  bench "topk $NEWTK" block_topk "$FTK" MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1
+}
+fits 15 "layer 128K rep 2" && { echo "== layer 128K again"; layer128; }
+pack
 
 fits 40 "racecheck" && {
   echo "== compute-sanitizer on the new top-k path ($NEWTK) and PREFETCH=1"
@@ -129,12 +120,6 @@ fits 40 "racecheck" && {
 pack
 if [ -n "$NCU" ]; then
   fits 35 "ncu 1M PF3" && ncu_run "1M prefetch3" "$F8_1M" gpu__time_duration.sum,dram__bytes_read.sum MSA_CUDA_DECODE_CLUSTER_PREFETCH=3
-  fits 35 "ncu TLB" && {
-    "$NCU" --query-metrics > "$LOG/ncu_metrics.txt" 2>&1
-    TLB=$(awk '{print $1}' "$LOG/ncu_metrics.txt" | grep -iE 'tlb|gmmu|mmu_' | head -8 | sed 's/$/.sum/' | paste -sd, -)
-    echo "tlb metrics: ${TLB:-none found}"
-    [ -n "$TLB" ] && ncu_run "1M tlb" "$F8_1M" "gpu__time_duration.sum,$TLB" && ncu_run "32K tlb" "$F8_32K" "gpu__time_duration.sum,$TLB"
-  }
 fi
 echo "== done in $(( $(date +%s) - T0 )) s"
 pack
