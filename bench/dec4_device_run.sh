@@ -44,6 +44,9 @@ wait
 for f in topk_default topk_new topk_adaptive sparse_pf1 sparse_pf3; do
   printf "%-16s " $f; grep -E "^total|rc " "$LOG/check_$f.log" | tr '\n' ' '; echo; grep -m3 FAIL "$LOG/check_$f.log"
 done
+echo "-- racecheck, quick top-k cases, $NEWTK"
+tk timeout 25 compute-sanitizer --tool racecheck --print-limit 5 $M check --backend cuda --cases quick --op block_topk \
+  2>&1 | grep -E "^total|FAIL|RACECHECK SUMMARY|Hazard" | head -4
 
 pack
 LAY='^(block_topk|indexer_score|sparse_block_attention|msa layer \(sum\)) '
@@ -111,7 +114,7 @@ fits 15 "layer 128K rep 2" && { echo "== layer 128K again"; layer128; }
 pack
 
 fits 40 "racecheck" && {
-  echo "== compute-sanitizer on the new top-k path ($NEWTK) and PREFETCH=1"
+  echo "== compute-sanitizer, full cases: racecheck on the new top-k path ($NEWTK), memcheck with PREFETCH=1"
   tk timeout 40 compute-sanitizer --tool racecheck --print-limit 5 $M check --backend cuda --cases full --op block_topk \
     2>&1 | grep -E "^total|FAIL|RACECHECK SUMMARY|Hazard" | head -6
   MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 timeout 25 compute-sanitizer --tool memcheck --print-limit 5 $M check --backend cuda \
