@@ -133,5 +133,13 @@ pack
 if [ -n "$NCU" ]; then
   fits 35 "ncu 1M PF3" && ncu_run "1M prefetch3" "$F8_1M" gpu__time_duration.sum,dram__bytes_read.sum MSA_CUDA_DECODE_CLUSTER_PREFETCH=3
 fi
+fits 45 "layer B=8 1M" && {
+  echo "== B=8 1M layer (sparse after the indexer streamed 1 GiB: cold slabs), PREFETCH=0 then 1"
+  for v in 0 1; do
+    printf -- "-- PREFETCH=%s " $v
+    MSA_CUDA_DECODE_CLUSTER_PREFETCH=$v timeout 22 $M layer --backend cuda --batch 8 --context 1048576 --iters 20 2>&1 |
+      grep -E "$LAY" | awk '{printf "%s=%s ", $1, $NF}'; echo
+  done
+}
 echo "== done in $(( $(date +%s) - T0 )) s"
 pack
