@@ -25,7 +25,9 @@
 // MSA_CUDA_DECODE_CLUSTER=0 turns this kernel off (the split-KV kernel of
 // decode_attention.cu runs); MSA_CUDA_DECODE_CLUSTER_SIZE=n (1, 2, 4, 8, 16) forces C;
 // MSA_CUDA_DECODE_CLUSTER_OCC=2 builds for two CTAs per SM (3 stages, q re-read from
-// shared memory); MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry.
+// shared memory); MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry;
+// MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 / 3 (experiment, session 4): bulk L2 prefetch of the
+// slabs the first stages do not cover / one prefetched line per such slab.
 // Measured on the H200 (bench/NOTES.md, v5): clusters of 4 at one CTA per SM do not all
 // fit (30 of 32 at B = 8), so B = 8 runs C = 2 on 64 SMs; under ncu this kernel and the v4
 // kernel both take 20-23 us at B = 8, 1M (32 MiB): neither is near the 8 us of HBM, and

@@ -16,6 +16,11 @@
 // union of the chunks' k best holds the row's k best; candidate order is block order, so
 // ties still go to the lower block) and resets the counter. One launch, no float atomics,
 // identical results whatever the arrival order. MSA_TOPK_SPLIT=0 turns this path off.
+// MSA_TOPK_ONE_BLOCK=1: few rows of <= 2048 blocks run that chunk code with S = 1 (one
+// block per row, keys in registers, no merge) instead of the row kernel. MSA_TOPK_ADAPTIVE=1:
+// the register paths select with bins over the keys' current range and stop early
+// (select_top_adaptive) instead of 4 fixed radix passes. Both kernels of the register
+// paths load their scores before the batch scan.
 #include <algorithm>
 
 #include "backends/cuda/kernels/kernels.h"
