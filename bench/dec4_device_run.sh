@@ -39,9 +39,10 @@ echo "== checks, full cases (run side by side; correctness only)"
 (tk timeout 60 $M check --backend cuda --cases full --op block_topk > "$LOG/check_topk_new.log" 2>&1; echo "rc $?" >> "$LOG/check_topk_new.log") &
 (MSA_TOPK_ADAPTIVE=1 timeout 60 $M check --backend cuda --cases full --op block_topk > "$LOG/check_topk_adaptive.log" 2>&1; echo "rc $?" >> "$LOG/check_topk_adaptive.log") &
 (MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 timeout 60 $M check --backend cuda --cases full --op sparse_block_attention > "$LOG/check_sparse_pf1.log" 2>&1; echo "rc $?" >> "$LOG/check_sparse_pf1.log") &
+(MSA_CUDA_DECODE_CLUSTER_PREFETCH=2 timeout 60 $M check --backend cuda --cases full --op sparse_block_attention > "$LOG/check_sparse_pf2.log" 2>&1; echo "rc $?" >> "$LOG/check_sparse_pf2.log") &
 (MSA_CUDA_DECODE_CLUSTER_PREFETCH=3 timeout 60 $M check --backend cuda --cases full --op sparse_block_attention --match 'Hq=64' > "$LOG/check_sparse_pf3.log" 2>&1; echo "rc $?" >> "$LOG/check_sparse_pf3.log") &
 wait
-for f in topk_default topk_new topk_adaptive sparse_pf1 sparse_pf3; do
+for f in topk_default topk_new topk_adaptive sparse_pf1 sparse_pf2 sparse_pf3; do
   printf "%-16s " $f; grep -E "^total|rc " "$LOG/check_$f.log" | tr '\n' ' '; echo; grep -m3 FAIL "$LOG/check_$f.log"
 done
 echo "-- racecheck, quick top-k cases, $NEWTK"
@@ -86,10 +87,14 @@ fits 25 "layer 1M" && {
 pack
 
 FSP='sparse_block_attention/B=8 T=8 .*kv=\[8 x (32768|131072|1048576)\.\.|sparse_block_attention/B=1 T=1 .*kv=\[1048576]'
-fits 45 "sparse bench" && {
+fits 30 "sparse bench" && {
   echo "== sparse decode: same 32 MiB of slabs (B=8) from caches of 512 MiB (32K), 2 GiB (128K), 16 GiB (1M)"
   bench "sparse default (cluster kernel)" sparse_block_attention "$FSP" MSA_CUDA_DECODE_CLUSTER_LOG=1
-  bench "sparse, L2 bulk prefetch of later slabs (PREFETCH=1)" sparse_block_attention "$FSP" MSA_CUDA_DECODE_CLUSTER_PREFETCH=1
+}
+FSPV='sparse_block_attention/B=8 T=8 .*kv=\[8 x (32768|1048576)\.\.'
+fits 30 "sparse bench PF1/PF2" && {
+  bench "sparse, L2 bulk prefetch of later slabs (PREFETCH=1)" sparse_block_attention "$FSPV" MSA_CUDA_DECODE_CLUSTER_PREFETCH=1
+  bench "sparse, L2 bulk prefetch of all slabs before the batch scan (PREFETCH=2)" sparse_block_attention "$FSPV" MSA_CUDA_DECODE_CLUSTER_PREFETCH=2
 }
 pack
 
@@ -101,6 +106,7 @@ if [ -n "$NCU" ]; then
   fits 30 "ncu 1M" && ncu_run "1M default" "$F8_1M" "$MET"
   fits 25 "ncu 32K" && ncu_run "32K default" "$F8_32K" "$MET"
   fits 30 "ncu 1M PF1" && ncu_run "1M prefetch1" "$F8_1M" "$MET" MSA_CUDA_DECODE_CLUSTER_PREFETCH=1
+  fits 30 "ncu 1M PF2" && ncu_run "1M prefetch2" "$F8_1M" "$MET" MSA_CUDA_DECODE_CLUSTER_PREFETCH=2
 fi
 pack
 
@@ -133,9 +139,9 @@ pack
 if [ -n "$NCU" ]; then
   fits 35 "ncu 1M PF3" && ncu_run "1M prefetch3" "$F8_1M" gpu__time_duration.sum,dram__bytes_read.sum MSA_CUDA_DECODE_CLUSTER_PREFETCH=3
 fi
-fits 45 "layer B=8 1M" && {
-  echo "== B=8 1M layer (sparse after the indexer streamed 1 GiB: cold slabs), PREFETCH=0 then 1"
-  for v in 0 1; do
+fits 60 "layer B=8 1M" && {
+  echo "== B=8 1M layer (sparse after the indexer streamed 1 GiB: cold slabs), PREFETCH=0, 1, 2"
+  for v in 0 1 2; do
     printf -- "-- PREFETCH=%s " $v
     MSA_CUDA_DECODE_CLUSTER_PREFETCH=$v timeout 22 $M layer --backend cuda --batch 8 --context 1048576 --iters 20 2>&1 |
       grep -E "$LAY" | awk '{printf "%s=%s ", $1, $NF}'; echo

@@ -26,8 +26,9 @@
 // decode_attention.cu runs); MSA_CUDA_DECODE_CLUSTER_SIZE=n (1, 2, 4, 8, 16) forces C;
 // MSA_CUDA_DECODE_CLUSTER_OCC=2 builds for two CTAs per SM (3 stages, q re-read from
 // shared memory); MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry;
-// MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 / 3 (experiment, session 4): bulk L2 prefetch of the
-// slabs the first stages do not cover / one prefetched line per such slab.
+// MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 / 2 / 3 (experiment, session 4): bulk L2 prefetch of
+// the slabs the first stages do not cover / of every slab of the guessed pages before the
+// batch scan / one prefetched line per slab the first stages do not cover.
 // Measured on the H200 (bench/NOTES.md, v5): clusters of 4 at one CTA per SM do not all
 // fit (30 of 32 at B = 8), so B = 8 runs C = 2 on 64 SMs; under ncu this kernel and the v4
 // kernel both take 20-23 us at B = 8, 1M (32 MiB): neither is near the 8 us of HBM, and
@@ -68,7 +69,7 @@ struct ClParams {
   int C = 1, E = 1;  // cluster size, blocks per rank
   int guess_b = 0;   // NQ == B: query block qb is probably sequence qb
   float scale_log2 = 1.0f;
-  int prefetch = 0;  // MSA_CUDA_DECODE_CLUSTER_PREFETCH: 0 off, 1 / 2 / 3 see prefetch_halves
+  int prefetch = 0;  // MSA_CUDA_DECODE_CLUSTER_PREFETCH: 0 off, 1 / 2 / 3 (see the kernel)
 };
 
 template <int NS>
@@ -135,6 +136,13 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   if (tid < ne) {
     c_raw = entries[e0 + tid];
     if (cp.guess_b && c_raw >= 0 && c_raw < p.bt.max_blocks) pg_raw = p.bt.block_table[qb * p.bt.max_blocks + c_raw];
+    // PREFETCH=2: the guessed page's whole K and V slabs, before the batch scan (a wrong
+    // guess only costs bytes; an in-range page id keeps the address inside the caches).
+    if (cp.prefetch == 2 && pg_raw >= 0 && pg_raw < p.bt.P) {
+      const int64_t off = (int64_t{pg_raw} * p.Hkv + g) * kHalf;
+      prefetch_l2_bulk(p.kc + off, kHalf);
+      prefetch_l2_bulk(p.vc + off, kHalf);
+    }
   }
   const Batch bt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
   const QBlock q = locate_qblock(bt, p.Qb, qb, p.NQ, blockIdx.x == 0);
@@ -159,9 +167,9 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   const int nh = 2 * ne;
   // Experiment (bench/NOTES.md, session 4): start every slab's DRAM reads (and address
   // translation) now instead of when a stage frees up. 1: bulk L2 prefetch of the halves
-  // the first NS - 1 copies do not cover; 2: of every half; 3: one prefetched line per
-  // later half (translation warm-up only). Thread h serves half h (nh <= 256 threads).
-  if (cp.prefetch != 0 && tid < nh && (cp.prefetch == 2 || tid >= NS - 1)) {
+  // the first NS - 1 copies do not cover; 3: one prefetched line per such half
+  // (translation warm-up only); 2: see above. Thread h serves half h (nh <= 256 threads).
+  if ((cp.prefetch == 1 || cp.prefetch == 3) && tid < nh && tid >= NS - 1) {
     const int j = tid >> 1, nk = s_nk[j];
     if (nk > 0) {
       const char* src = ((tid & 1) ? p.vc : p.kc) + (int64_t{s_page[j]} * p.Hkv + g) * kHalf;
