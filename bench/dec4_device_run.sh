@@ -121,9 +121,9 @@ pack
 if [ -n "$NCU" ] && fits 20 "ncu top-k"; then
   echo "== ncu: top-k kernel durations in the B=1 128K layer (default, then $NEWTK)"
   for v in "MSA_TOPK_ONE_BLOCK=0" "MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1"; do
-    env $v timeout 25 "$NCU" --clock-control none -k 'regex:topk' --launch-skip 4 --launch-count 3 \
+    env $v timeout 25 "$NCU" --clock-control none -k 'regex:topk' --launch-skip 2 --launch-count 3 \
       --metrics gpu__time_duration.sum,sm__cycles_active.max $M layer --backend cuda --batch 1 --context 131072 \
-      --iters 3 > "$LOG/ncu_topk_${v// /_}.log" 2>&1
+      --iters 8 > "$LOG/ncu_topk_${v// /_}.log" 2>&1
     echo "-- $v"; grep -E "topk|gpu__time|sm__cycles|rror" "$LOG/ncu_topk_${v// /_}.log" | sed -E 's/ +/ /g; s/\(TopkParams.*//' | head -9
   done
 fi
