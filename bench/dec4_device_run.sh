@@ -35,7 +35,7 @@ NEWTK='ONE_BLOCK=1 ADAPTIVE=1'
 tk() { env MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1 "$@"; }
 
 echo "== checks, full cases (run side by side; correctness only)"
-(timeout 60 $M check --backend cuda --cases full --op block_topk > "$LOG/check_topk_default.log" 2>&1; echo "rc $?" >> "$LOG/check_topk_default.log") &
+(MSA_TOPK_ONE_BLOCK=0 MSA_TOPK_ADAPTIVE=0 timeout 60 $M check --backend cuda --cases full --op block_topk > "$LOG/check_topk_default.log" 2>&1; echo "rc $?" >> "$LOG/check_topk_default.log") &
 (tk timeout 60 $M check --backend cuda --cases full --op block_topk > "$LOG/check_topk_new.log" 2>&1; echo "rc $?" >> "$LOG/check_topk_new.log") &
 (MSA_TOPK_ADAPTIVE=1 timeout 60 $M check --backend cuda --cases full --op block_topk > "$LOG/check_topk_adaptive.log" 2>&1; echo "rc $?" >> "$LOG/check_topk_adaptive.log") &
 (MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 timeout 60 $M check --backend cuda --cases full --op sparse_block_attention > "$LOG/check_sparse_pf1.log" 2>&1; echo "rc $?" >> "$LOG/check_sparse_pf1.log") &
@@ -73,15 +73,15 @@ ncu_run() {  # label, filter, metrics, env...
   grep -E "^ +[a-z_]+__|ERR|rror" "$LOG/ncu_${label// /_}.log" | sed -E 's/ +/ /g' | head -24
 }
 layer128() {
-  layer "row kernel (default)" 131072
-  layer "one block, radix" 131072 MSA_TOPK_ONE_BLOCK=1
+  layer "row kernel (old default)" 131072 MSA_TOPK_ONE_BLOCK=0 MSA_TOPK_ADAPTIVE=0
+  layer "one block, radix" 131072 MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=0
   layer "one block, adaptive" 131072 MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1
 }
 
 echo "== block_topk in the B=1 layer (single-call op times, ms), old then new"
 fits 25 "layer 128K" && layer128
 fits 25 "layer 1M" && {
-  layer "split (default)" 1048576
+  layer "split, radix (old default)" 1048576 MSA_TOPK_ADAPTIVE=0
   layer "split, adaptive" 1048576 MSA_TOPK_ADAPTIVE=1
 }
 pack
@@ -113,14 +113,14 @@ pack
 FTK='block_topk/B=(1|8) T=(1|8) .*kv=\[(8 x )?(131072|1048576)(]|\.\.)'
 fits 25 "topk bench" && {
   echo "== block_topk benches (median = one call, queued/sustained = back to back)"
-  bench "topk default" block_topk "$FTK"
+  bench "topk old default" block_topk "$FTK" MSA_TOPK_ONE_BLOCK=0 MSA_TOPK_ADAPTIVE=0
   bench "topk $NEWTK" block_topk "$FTK" MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1
 }
 fits 15 "layer 128K rep 2" && { echo "== layer 128K again"; layer128; }
 pack
 if [ -n "$NCU" ] && fits 20 "ncu top-k"; then
   echo "== ncu: top-k kernel durations in the B=1 128K layer (default, then $NEWTK)"
-  for v in "MSA_TOPK_ONE_BLOCK=0" "MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1"; do
+  for v in "MSA_TOPK_ONE_BLOCK=0 MSA_TOPK_ADAPTIVE=0" "MSA_TOPK_ONE_BLOCK=1 MSA_TOPK_ADAPTIVE=1"; do
     env $v timeout 25 "$NCU" --clock-control none -k 'regex:topk' --launch-skip 2 --launch-count 3 \
       --metrics gpu__time_duration.sum,sm__cycles_active.max $M layer --backend cuda --batch 1 --context 131072 \
       --iters 8 > "$LOG/ncu_topk_${v// /_}.log" 2>&1

@@ -16,10 +16,10 @@
 // union of the chunks' k best holds the row's k best; candidate order is block order, so
 // ties still go to the lower block) and resets the counter. One launch, no float atomics,
 // identical results whatever the arrival order. MSA_TOPK_SPLIT=0 turns this path off.
-// MSA_TOPK_ONE_BLOCK=1: few rows of <= 2048 blocks run that chunk code with S = 1 (one
-// block per row, keys in registers, no merge) instead of the row kernel. MSA_TOPK_ADAPTIVE=1:
-// the register paths select with bins over the keys' current range and stop early
-// (select_top_adaptive) instead of 4 fixed radix passes. Both kernels of the register
+// Few rows of <= 2048 blocks run that chunk code with S = 1 (one
+// block per row, keys in registers, no merge) instead of the row kernel (MSA_TOPK_ONE_BLOCK=0:
+// the row kernel); the register paths select with bins over the keys' current range and stop early
+// (select_top_adaptive; MSA_TOPK_ADAPTIVE=0: 4 fixed radix passes). Both kernels of the register
 // paths load their scores before the batch scan.
 #include <algorithm>
 
@@ -527,11 +527,11 @@ bool split_enabled() {
   return on;
 }
 bool one_block_rows() {
-  static const bool on = env_int("MSA_TOPK_ONE_BLOCK", 0) != 0;
+  static const bool on = env_int("MSA_TOPK_ONE_BLOCK", 1) != 0;
   return on;
 }
 bool adaptive_select() {
-  static const bool on = env_int("MSA_TOPK_ADAPTIVE", 0) != 0;
+  static const bool on = env_int("MSA_TOPK_ADAPTIVE", 1) != 0;
   return on;
 }
 
