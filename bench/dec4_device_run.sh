@@ -16,6 +16,7 @@ BUDGET=${BUDGET:-200}
 LOG=/tmp/dec4-logs  # logs, packed into $OUT/logs.tgz after every step (few files come back)
 mkdir -p "$OUT" "$LOG"
 pack() { tar czf "$OUT/logs.tgz" -C "$LOG" . 2>/dev/null; }
+exec > >(tee -a "$LOG/stdout.log") 2>&1  # the run tool returns only the tail of stdout
 T0=$(date +%s)
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
 fits() { [ "$(left)" -ge "$1" ] || { echo "-- skipped (time): $2"; return 1; }; }
