@@ -25,7 +25,10 @@
 // MSA_CUDA_DECODE_CLUSTER=0 turns this kernel off (the split-KV kernel of
 // decode_attention.cu runs); MSA_CUDA_DECODE_CLUSTER_SIZE=n (1, 2, 4, 8, 16) forces C;
 // MSA_CUDA_DECODE_CLUSTER_OCC=2 builds for two CTAs per SM (3 stages, q re-read from
-// shared memory); MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry.
+// shared memory); MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry;
+// MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 / 2 / 3 (experiment, session 4): bulk L2 prefetch of
+// the slabs the first stages do not cover / of every slab of the guessed pages before the
+// batch scan / one prefetched line per slab the first stages do not cover.
 // Measured on the H200 (bench/NOTES.md, v5): clusters of 4 at one CTA per SM do not all
 // fit (30 of 32 at B = 8), so B = 8 runs C = 2 on 64 SMs; under ncu this kernel and the v4
 // kernel both take 20-23 us at B = 8, 1M (32 MiB): neither is near the 8 us of HBM, and
@@ -66,6 +69,7 @@ struct ClParams {
   int C = 1, E = 1;  // cluster size, blocks per rank
   int guess_b = 0;   // NQ == B: query block qb is probably sequence qb
   float scale_log2 = 1.0f;
+  int prefetch = 0;  // MSA_CUDA_DECODE_CLUSTER_PREFETCH: 0 off, 1 / 2 / 3 (see the kernel)
 };
 
 template <int NS>
@@ -78,6 +82,17 @@ struct ClLayout {
   // After the main loop the stage area holds the 8 warps' O in fragment order.
   static_assert(NS * kHalf >= kWarps * kGrp * kD * 4, "combine area");
 };
+
+// Hopper bulk prefetch of `bytes` (a multiple of 16) at `src` (16-byte aligned) into L2:
+// one instruction per slab, no shared memory, no completion to wait for.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void prefetch_l2_line(const void* src) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src) : "memory");
+}
 
 __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -121,6 +136,13 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   if (tid < ne) {
     c_raw = entries[e0 + tid];
     if (cp.guess_b && c_raw >= 0 && c_raw < p.bt.max_blocks) pg_raw = p.bt.block_table[qb * p.bt.max_blocks + c_raw];
+    // PREFETCH=2: the guessed page's whole K and V slabs, before the batch scan (a wrong
+    // guess only costs bytes; an in-range page id keeps the address inside the caches).
+    if (cp.prefetch == 2 && pg_raw >= 0 && pg_raw < p.bt.P) {
+      const int64_t off = (int64_t{pg_raw} * p.Hkv + g) * kHalf;
+      prefetch_l2_bulk(p.kc + off, kHalf);
+      prefetch_l2_bulk(p.vc + off, kHalf);
+    }
   }
   const Batch bt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
   const QBlock q = locate_qblock(bt, p.Qb, qb, p.NQ, blockIdx.x == 0);
@@ -143,6 +165,18 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   // ---- copies: half h = block h / 2, K (h even) or V (h odd), into stage h % NS ----
   const uint32_t sbase = smem_u32(smem);
   const int nh = 2 * ne;
+  // Experiment (bench/NOTES.md, session 4): start every slab's DRAM reads (and address
+  // translation) now instead of when a stage frees up. 1: bulk L2 prefetch of the halves
+  // the first NS - 1 copies do not cover; 3: one prefetched line per such half
+  // (translation warm-up only); 2: see above. Thread h serves half h (nh <= 256 threads).
+  if ((cp.prefetch == 1 || cp.prefetch == 3) && tid < nh && tid >= NS - 1) {
+    const int j = tid >> 1, nk = s_nk[j];
+    if (nk > 0) {
+      const char* src = ((tid & 1) ? p.vc : p.kc) + (int64_t{s_page[j]} * p.Hkv + g) * kHalf;
+      if (cp.prefetch == 3) prefetch_l2_line(src);
+      else prefetch_l2_bulk(src, static_cast<uint32_t>(nk * kRowB));
+    }
+  }
   // Thread tid copies 16-byte chunk ch_t of rows key_t + 16 i (i < 8); the swizzle
   // (chunk ^ row & 7) is the same for all of them.
   const int ch_t = tid % 16, key_t = tid / 16;
@@ -316,6 +350,10 @@ bool pdl_enabled() {
   static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER_PDL", 0) != 0 && env_int("MSA_CUDA_DECODE_PDL", 1) != 0;
   return on;
 }
+int prefetch_mode() {
+  static const int m = env_int("MSA_CUDA_DECODE_CLUSTER_PREFETCH", 0);
+  return m >= 0 && m <= 3 ? m : 0;
+}
 // CTAs per SM the kernel is built for (1 or 2).
 int occupancy_mode() {
   static const int n = env_int("MSA_CUDA_DECODE_CLUSTER_OCC", 1) == 2 ? 2 : 1;
@@ -435,6 +473,7 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
   p.sp = sp;
   p.guess_b = sp.NQ == sp.bt.B ? 1 : 0;
   p.scale_log2 = sp.scale * 1.4426950408889634f;
+  p.prefetch = prefetch_mode();
   for (;;) {
     p.C = C;
     p.E = (sp.k + C - 1) / C;

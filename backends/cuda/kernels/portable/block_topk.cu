@@ -16,6 +16,11 @@
 // union of the chunks' k best holds the row's k best; candidate order is block order, so
 // ties still go to the lower block) and resets the counter. One launch, no float atomics,
 // identical results whatever the arrival order. MSA_TOPK_SPLIT=0 turns this path off.
+// Few rows of <= 2048 blocks run that chunk code with S = 1 (one
+// block per row, keys in registers, no merge) instead of the row kernel (MSA_TOPK_ONE_BLOCK=0:
+// the row kernel); the register paths select with bins over the keys' current range and stop early
+// (select_top_adaptive; MSA_TOPK_ADAPTIVE=0: 4 fixed radix passes). Both kernels of the register
+// paths load their scores before the batch scan.
 #include <algorithm>
 
 #include "backends/cuda/kernels/kernels.h"
@@ -229,12 +234,14 @@ struct SplitArgs {
   uint32_t* cand_key = nullptr;  // [rows][S][k] (0: no candidate)
   int32_t* cand_idx = nullptr;   // [rows][S][k]
   int slot = 0;                  // this stream's counters: g_topk_ctr[slot][row]
+  bool adaptive = false;         // select_top_adaptive (MSA_TOPK_ADAPTIVE) instead of select_top
 };
 
 struct SelScratch {
-  int hist[kSelBins];
+  int hist[2 * kSelBins];  // the adaptive select alternates halves (one barrier less per pass)
   int scan[kSplitThreads / kWarp + 1];
-  int found_bin, found_above;
+  uint32_t wmin[kSplitThreads / kWarp], wmax[kSplitThreads / kWarp];
+  int found_bin, found_above, found_cnt;
 };
 
 // Thread t holds the keys of positions t * PER .. t * PER + PER - 1 (0 = no candidate).
@@ -292,6 +299,120 @@ __device__ unsigned select_top(const uint32_t (&key)[PER], int k, SelScratch& sc
   return take;
 }
 
+// Same contract as select_top, fewer passes and no same-bin pile-up: the 256 bins of a pass
+// cover the current key range [lo, hi] (the candidates' min and max at first; bin =
+// (key - lo) >> shift), not a fixed byte of the key, so the scores' few leading exponent
+// values no longer put most keys into one or two bins (one shared-memory atomic queue),
+// and the select stops as soon as the bin holding the k-th largest key is taken whole.
+// The largest keys are sparse in their bins, so a row of ~1K scores and k = 16 usually
+// ends after one pass; the worst case stays 4 passes (8 bits of range each). The two
+// histogram halves alternate, so the clear needs no barrier of its own.
+template <int PER>
+__device__ unsigned select_top_adaptive(const uint32_t (&key)[PER], int k, SelScratch& sc) {
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, nw = blockDim.x / kWarp;
+  int mine = 0;
+  uint32_t kmin = 0xffffffffu, kmax = 0u;
+#pragma unroll
+  for (int i = 0; i < PER; ++i)
+    if (key[i] != 0u) {
+      ++mine;
+      kmin = min(kmin, key[i]);
+      kmax = max(kmax, key[i]);
+    }
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o >>= 1) {
+    mine += __shfl_xor_sync(MSA_FULL_MASK, mine, o, kWarp);
+    kmin = min(kmin, __shfl_xor_sync(MSA_FULL_MASK, kmin, o, kWarp));
+    kmax = max(kmax, __shfl_xor_sync(MSA_FULL_MASK, kmax, o, kWarp));
+  }
+  for (int i = tid; i < 2 * kSelBins; i += blockDim.x) sc.hist[i] = 0;
+  __syncthreads();  // the previous select's readers of scan / wmin / wmax are done
+  if (lane == 0) {
+    sc.scan[warp] = mine;
+    sc.wmin[warp] = kmin;
+    sc.wmax[warp] = kmax;
+  }
+  __syncthreads();
+  int ncand = 0;
+  for (int w = 0; w < nw; ++w) {
+    ncand += sc.scan[w];
+    kmin = min(kmin, sc.wmin[w]);
+    kmax = max(kmax, sc.wmax[w]);
+  }
+  uint32_t thr = 0u;  // keys > thr are taken (all candidates when they are at most k)
+  int need = 0;       // and the first `need` keys equal to thr
+  if (ncand > k) {
+    need = k;
+    uint32_t lo = kmin, hi = kmax;
+    for (int pass = 0;; ++pass) {
+      const uint32_t span = hi - lo;
+      if (span == 0u) {  // every key left is equal: the first `need` of them
+        thr = lo;
+        break;
+      }
+      const int bits = 32 - __clz(static_cast<int>(span));
+      const int shift = bits > 8 ? bits - 8 : 0;  // (span >> shift) < 256
+      int* h = sc.hist + (pass & 1) * kSelBins;
+      if (pass > 0) {  // the other half was read in the previous pass, before its scan
+        int* next = sc.hist + ((pass + 1) & 1) * kSelBins;
+        for (int i = tid; i < kSelBins; i += blockDim.x) next[i] = 0;
+      }
+#pragma unroll
+      for (int i = 0; i < PER; ++i)
+        if (key[i] != 0u && key[i] >= lo && key[i] <= hi) atomicAdd(&h[(key[i] - lo) >> shift], 1);
+      __syncthreads();
+      // Thread t owns bin 255 - t: "above" counts the keys of the higher bins.
+      const int cnt = tid < kSelBins ? h[kSelBins - 1 - tid] : 0;
+      int dummy;
+      const int above = block_excl_scan(cnt, sc.scan, &dummy);
+      if (tid < kSelBins && above < need && above + cnt >= need) {
+        sc.found_bin = kSelBins - 1 - tid;
+        sc.found_above = above;
+        sc.found_cnt = cnt;
+      }
+      __syncthreads();
+      need -= sc.found_above;
+      const int fcnt = sc.found_cnt;
+      const uint32_t nlo = lo + (static_cast<uint32_t>(sc.found_bin) << shift);
+      const uint64_t nhi = uint64_t{nlo} + (uint64_t{1} << shift) - 1u;
+      hi = nhi < hi ? static_cast<uint32_t>(nhi) : hi;
+      lo = nlo;
+      if (fcnt == need) {  // the whole bin is taken: every key >= lo (lo > 0x007fffff)
+        thr = lo - 1u;
+        need = 0;
+        break;
+      }
+      if (shift == 0) {  // a one-key bin: thr itself, `need` of its copies
+        thr = lo;
+        break;
+      }
+    }
+  }
+  unsigned take = 0u;
+  if (need > 0) {  // block-uniform
+    int eq = 0;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) eq += key[i] == thr ? 1 : 0;
+    int dummy;
+    int rank = block_excl_scan(eq, sc.scan, &dummy);
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      bool t = key[i] != 0u && key[i] > thr;
+      if (key[i] == thr) t = rank++ < need;
+      take |= (t ? 1u : 0u) << i;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < PER; ++i) take |= (key[i] != 0u && key[i] > thr ? 1u : 0u) << i;
+  }
+  return take;
+}
+
+template <int PER>
+__device__ unsigned select_keys(const uint32_t (&key)[PER], int k, SelScratch& sc, bool adaptive) {
+  return adaptive ? select_top_adaptive<PER>(key, k, sc) : select_top<PER>(key, k, sc);
+}
+
 // Writes the taken values in position order to dst[0..total), dst_key likewise when given;
 // returns the count. Call with every thread.
 template <int PER, class V>
@@ -321,6 +442,16 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
   const int tid = threadIdx.x;
   int32_t* out = p.idx + row * p.k;
 
+  // The chunk's scores are loaded before the batch scan (the row holds p.n of them, the
+  // entries past the valid blocks are read and dropped): both round trips overlap.
+  const int c0 = part * sa.chunk;
+  const float* srow = p.score + row * int64_t{p.n};
+  float sv[PER];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int c = c0 + tid * PER + i;
+    sv[i] = c < p.n && c < c0 + sa.chunk ? srow[c] : 0.0f;
+  }
   const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
   const QBlock q = locate_qblock(cbt, p.Qb, qb, p.NQ, blockIdx.x == 0);
   // Rows without a selection to make are written by chunk 0 alone (no counting).
@@ -328,8 +459,7 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
   if (!row_setup(p, q, row, part == 0, ri)) return;
 
   // This chunk's keys: forced blocks get the largest key (no score maps to it).
-  const int c0 = part * sa.chunk, c1 = min(ri.nvalid, c0 + sa.chunk);
-  const float* srow = p.score + row * int64_t{p.n};
+  const int c1 = min(ri.nvalid, c0 + sa.chunk);
   uint32_t key[PER];
   int32_t blk[PER];
 #pragma unroll
@@ -340,16 +470,23 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
       if (ri.forced(c)) {
         kk = 0xffffffffu;
       } else {
-        kk = ordered_key(srow[c]);
+        kk = ordered_key(sv[i]);
         if (kk <= 0x007fffffu) kk = 0u;  // -inf (and NaN): never selected
       }
     }
     key[i] = kk;
     blk[i] = c;
   }
+  if (sa.S == 1) {  // the whole row in one block: its k best are the answer
+    const unsigned take = select_keys<PER>(key, p.k, sc, sa.adaptive);
+    const int total = compact_taken<PER, int32_t>(take, blk, out, nullptr, nullptr, sc);
+    for (int i = total + tid; i < p.k; i += blockDim.x) out[i] = -1;
+    if (tid == 0) p.cnt[row] = total;
+    return;
+  }
   const int64_t cbase = (row * sa.S + part) * int64_t{p.k};
   {
-    const unsigned take = select_top<PER>(key, p.k, sc);
+    const unsigned take = select_keys<PER>(key, p.k, sc, sa.adaptive);
     const int n = compact_taken<PER, int32_t>(take, blk, sa.cand_idx + cbase, &key, sa.cand_key + cbase, sc);
     for (int i = n + tid; i < p.k; i += blockDim.x) {
       sa.cand_key[cbase + i] = 0u;
@@ -376,7 +513,7 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
     mk[i] = j < M ? ck[j] : 0u;
     mi[i] = j < M ? ci[j] : -1;
   }
-  const unsigned take = select_top<kSplitMaxPer>(mk, p.k, sc);
+  const unsigned take = select_keys<kSplitMaxPer>(mk, p.k, sc, sa.adaptive);
   const int total = compact_taken<kSplitMaxPer, int32_t>(take, mi, out, nullptr, nullptr, sc);
   for (int i = total + tid; i < p.k; i += blockDim.x) out[i] = -1;
   if (tid == 0) {
@@ -389,6 +526,33 @@ bool split_enabled() {
   static const bool on = env_int("MSA_TOPK_SPLIT", 1) != 0;
   return on;
 }
+bool one_block_rows() {
+  static const bool on = env_int("MSA_TOPK_ONE_BLOCK", 1) != 0;
+  return on;
+}
+bool adaptive_select() {
+  static const bool on = env_int("MSA_TOPK_ADAPTIVE", 1) != 0;
+  return on;
+}
+
+// One thread block per row with the keys in registers (no chunks, no merge): few rows of
+// at most kSplitThreads * kSplitMaxPer blocks (decode up to 256K context), where the
+// row kernel (keys in shared memory, 2048-bin histogram rounds) is latency-bound.
+bool launch_one_block(Stream& st, const TopkParams& p, int64_t rows) {
+  if (!one_block_rows() || p.n > kSplitThreads * kSplitMaxPer || rows > 2 * int64_t{st.props().sm_count})
+    return false;
+  SplitArgs sa;
+  sa.S = 1;
+  sa.chunk = p.n;
+  sa.adaptive = adaptive_select();
+  const unsigned grid = static_cast<unsigned>(rows);
+  if (p.n <= kSplitThreads) topk_split_kernel<1><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  else if (p.n <= kSplitThreads * 2) topk_split_kernel<2><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  else if (p.n <= kSplitThreads * 4) topk_split_kernel<4><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  else topk_split_kernel<kSplitMaxPer><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  MSA_CUDA_CHECK_LAUNCH();
+  return true;
+}
 
 // The split path for few long rows; false (nothing launched) where the row kernel runs.
 bool launch_split(Stream& st, const TopkParams& p, int64_t rows) {
@@ -396,6 +560,7 @@ bool launch_split(Stream& st, const TopkParams& p, int64_t rows) {
       rows > kTopkRowsPerSlot)
     return false;
   SplitArgs sa;
+  sa.adaptive = adaptive_select();
   // Chunks of ~512 blocks (2 keys per thread), fewer where the merge (S x k candidates)
   // would not fit.
   sa.S = std::min({kSplitMaxS, (p.n + 511) / 512, (kSplitThreads * kSplitMaxPer) / p.k});
@@ -442,7 +607,7 @@ void block_topk(hal::Stream& s, const ops::BlockTopkArgs& a) {
   p.k = a.k;
   p.n_sink = a.n_sink;
   p.n_local = a.n_local;
-  if (launch_split(st, p, a.NQ * Hs)) return;
+  if (launch_one_block(st, p, a.NQ * Hs) || launch_split(st, p, a.NQ * Hs)) return;
   const size_t smem = static_cast<size_t>(std::max(p.n, 1)) * sizeof(uint32_t);
   // Sized for the largest row the kernel accepts, so the attribute is set once.
   allow_smem<topk_kernel>(static_cast<int>(kTopkMaxBlocks * sizeof(uint32_t)), st.props().index);
