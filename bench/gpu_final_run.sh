@@ -48,6 +48,7 @@ if has check; then
         cluster-off:MSA_CUDA_DECODE_CLUSTER=0 mma-indexer-off:MSA_CUDA_MMA_INDEXER=0
         flash-off:MSA_CUDA_FLASH=0 topk-split-off:MSA_TOPK_SPLIT=0
         wgmma-indexer-off:MSA_CUDA_WGMMA_INDEXER=0 wgmma-indexer-128:MSA_CUDA_WGMMA_INDEXER_ROWS=128
+        topk-one-block-off:MSA_TOPK_ONE_BLOCK=0 topk-adaptive-off:MSA_TOPK_ADAPTIVE=0
         ${EXTRA_ROUTINGS:-}"
   for run in $RUNS; do
     name=${run%%:*}; envv=${run#*:}
