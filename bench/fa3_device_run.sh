@@ -24,7 +24,7 @@ check() {  # name, env...
   local name=$1
   shift
   echo "== check ($name)" >>"$OUT/check.log"
-  env "$@" timeout 40 "$M" check --backend cuda --cases full --op dense_attention >/tmp/fa3_check.log 2>&1
+  env "$@" timeout 30 "$M" check --backend cuda --cases full --op dense_attention >/tmp/fa3_check.log 2>&1
   echo "rc $?" >>/tmp/fa3_check.log
   cat /tmp/fa3_check.log >>"$OUT/check.log"
   echo "check ($name): $(grep -cE 'FAIL' /tmp/fa3_check.log) FAIL lines; $(grep -E '^total|rc ' /tmp/fa3_check.log | tr '\n' ' ')"
@@ -34,6 +34,16 @@ check default MSA_CUDA_FLASH_WGMMA=1
 check "one split" MSA_CUDA_FLASH_SPLITS=1
 check "3 splits" MSA_CUDA_FLASH_SPLITS=3
 check "wgmma off" MSA_CUDA_FLASH_WGMMA=0
+stamp "kernels reached"
+if command -v ncu >/dev/null || [ -x /usr/local/cuda/bin/ncu ]; then
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  timeout 25 "$NCU" --metrics gpu__time_duration.sum "$M" check --backend cuda --cases full --op dense_attention \
+    --match "D=128 Bs=(128|256)" >"$OUT/kernels.log" 2>&1
+else
+  timeout 25 nsys profile -o /tmp/fa3prof --stats=true "$M" check --backend cuda --cases full --op dense_attention \
+    --match "D=128 Bs=(128|256)" >"$OUT/kernels.log" 2>&1
+fi
+echo "kernel launches: wgmma $(grep -c 'flash_wgmma_kernel' "$OUT/kernels.log"), fa2 $(grep -c 'flash_prefill_kernel' "$OUT/kernels.log")"
 stamp layers
 layer() {  # label, env, msa layer args...
   local label=$1 e=$2
@@ -44,13 +54,12 @@ layer() {  # label, env, msa layer args...
   echo "layer $label $*: $(grep -E 'dense_att' /tmp/fa3_layer.log | head -2 | tr -s ' ' | tr '\n' ' ')"
   grep -m3 -iE "error" /tmp/fa3_layer.log
 }
-layer wgmma MSA_CUDA_FLASH_WGMMA=1 --context 32768 --q-len 32768 --iters 3
-layer fa2 MSA_CUDA_FLASH_WGMMA=0 --context 32768 --q-len 32768 --iters 3
-layer wgmma MSA_CUDA_FLASH_WGMMA=1 --context 131072 --q-len 131072 --iters 2
-layer fa2 MSA_CUDA_FLASH_WGMMA=0 --context 131072 --q-len 131072 --iters 2
-layer wgmma MSA_CUDA_FLASH_WGMMA=1 --context 131072 --q-len 8192 --iters 3
+layer wgmma MSA_CUDA_FLASH_WGMMA=1 --context 32768 --q-len 32768 --iters 2
+layer fa2 MSA_CUDA_FLASH_WGMMA=0 --context 32768 --q-len 32768 --iters 2
+layer wgmma MSA_CUDA_FLASH_WGMMA=1 --context 131072 --q-len 131072 --iters 1
+layer wgmma MSA_CUDA_FLASH_WGMMA=1 --context 131072 --q-len 8192 --iters 2
 stamp sdpa
-PYTHONUNBUFFERED=1 timeout 70 python3 - <<'EOF' >"$OUT/sdpa.log" 2>&1
+PYTHONUNBUFFERED=1 timeout 50 python3 - <<'EOF' >"$OUT/sdpa.log" 2>&1
 # PyTorch SDPA (flash, cuDNN; bottom-right causal) on the prefill shapes, bf16 matmul ceiling.
 import statistics, torch
 import torch.nn.functional as F
@@ -69,7 +78,7 @@ ms = time_ms(lambda: a @ b, 10)
 print(f"matmul bf16 8192^3: {ms:.3f} ms, {2 * 8192**3 / ms / 1e9:.0f} TFLOP/s", flush=True)
 del a, b
 HQ, HKV, D = 64, 4, 128
-for L, q_len in [(32768, 32768), (131072, 131072), (131072, 8192)]:
+for L, q_len in [(32768, 32768), (131072, 131072)]:
     q = torch.randn(1, HQ, q_len, D, dtype=torch.bfloat16, device="cuda")
     k = torch.randn(1, HKV, L, D, dtype=torch.bfloat16, device="cuda").repeat_interleave(HQ // HKV, dim=1)
     v = torch.randn(1, HKV, L, D, dtype=torch.bfloat16, device="cuda").repeat_interleave(HQ // HKV, dim=1)
@@ -89,16 +98,6 @@ for L, q_len in [(32768, 32768), (131072, 131072), (131072, 8192)]:
     torch.cuda.empty_cache()
 EOF
 cat "$OUT/sdpa.log" | grep -E "matmul|SDPA|Error" | head -12
-stamp "kernels reached"
-if command -v ncu >/dev/null || [ -x /usr/local/cuda/bin/ncu ]; then
-  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  timeout 40 "$NCU" --metrics gpu__time_duration.sum "$M" check --backend cuda --cases full --op dense_attention \
-    --match "D=128 Bs=(128|256)" >"$OUT/kernels.log" 2>&1
-else
-  timeout 40 nsys profile -o /tmp/fa3prof --stats=true "$M" check --backend cuda --cases full --op dense_attention \
-    --match "D=128 Bs=(128|256)" >"$OUT/kernels.log" 2>&1
-fi
-echo "kernel launches: wgmma $(grep -c 'flash_wgmma_kernel' "$OUT/kernels.log"), fa2 $(grep -c 'flash_prefill_kernel' "$OUT/kernels.log")"
 stamp memcheck
 timeout 40 /usr/local/cuda/bin/compute-sanitizer --tool memcheck "$M" check --backend cuda --cases full \
   --op dense_attention --match "D=128 Bs=256" >"$OUT/memcheck.log" 2>&1
