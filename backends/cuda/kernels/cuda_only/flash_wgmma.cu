@@ -19,6 +19,9 @@
 // (zero fill past the valid keys), then fence.proxy.async + one block barrier per tile
 // publish them to the async proxy that wgmma reads through. K_{j+2} and V_{j+1} are
 // issued right after barrier j, into the slots iteration j - 1 freed.
+// MSA_CUDA_FLASH_WGMMA=2 runs the ping-pong variant (FA3's inter-warpgroup overlap): the
+// warpgroups take turns issuing their GEMMs (named barriers), so one's softmax runs under
+// the other's GEMMs; there warpgroup 1 alone issues the copies.
 // Split-KV (few blocks, long context) writes f32 partials merged by launch_merge.
 #include <algorithm>
 #include <climits>
@@ -73,8 +76,17 @@ __device__ __forceinline__ void fence_u32(uint32_t (&r)[8][4]) {
     for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(r[i][k])::"memory");
 }
 
-// grid: nslots x Hkv x S (split fastest, latest chunks first).
-template <int DT>
+// Named barriers of the ping-pong schedule (0 is __syncthreads).
+__device__ __forceinline__ void named_sync(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(kWgThreads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(kWgThreads) : "memory");
+}
+
+// grid: nslots x Hkv x S (split fastest, latest chunks first). PP: ping-pong schedule
+// (see the main loop), warpgroup 1 alone issues the K/V copies.
+template <int DT, bool PP>
 __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgParams p) {
 #if MSA_HOPPER_PTX
   using namespace hopper;
@@ -88,7 +100,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
   int* s_kp = reinterpret_cast<int*>(smem + kMetaOff);                    // per slot: first key
   int* s_nk = s_kp + kWgSlots;                                            // per slot: valid keys
 
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);  // warp-uniform for the compiler
   const int gq = lane >> 2, qd = lane & 3;
   const float ninf = __int_as_float(0xff800000u);
   const Batch& bt = p.bt;
@@ -124,9 +137,14 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
   const int ch = tid & 15, key_t = tid >> 4;
   const uint32_t soff = (ch >> 3) * kPanel + key_t * 128 + (((ch & 7) ^ (key_t & 7)) << 4);
   const int rowbytes = kWgD * 2;
+  // K/V copies: all threads (keys key_t + 16 i), or with PP warpgroup 1 alone (keys
+  // key_c + 8 i, i < 16; key_c = key_t - 8 has the same key % 8).
+  constexpr int kCopyStep = PP ? 8 : 16, kCopyN = kWgBK / kCopyStep;
+  const int key_c = PP ? key_t - 8 : key_t;
+  const uint32_t soff_c = PP ? soff - 8 * 128 : soff;
   // Tile u's K (and V) rows into ring slot u % kWgSlots; metadata with K.
   auto issue = [&](int iu, bool k_side) {
-    if (iu >= nt) return;
+    if (iu >= nt || (PP && wg == 0)) return;
     const int u = u0 + iu;
     const int kpos0 = u * kWgBK;
     const int c = kpos0 / Bs;
@@ -134,19 +152,19 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
     const bool pg_ok = raw >= 0 && raw < bt.P;
     const int nk = pg_ok ? min(kWgBK, kv - kpos0) : 0;
     const int sl = iu % kWgSlots;
-    if (k_side && tid == 0) {
+    if (k_side && tid == (PP ? 128 : 0)) {
       if (!pg_ok) raise_flag(bt.flag, kErrPageId, bt.op);
       s_kp[sl] = kpos0;
       s_nk[sl] = nk;
     }
     const int64_t row0 = (int64_t{pg_ok ? raw : 0} * p.Hkv + g) * Bs + (kpos0 - c * Bs);
     const char* src = (k_side ? p.kc : p.vc) + row0 * rowbytes + ch * 16;
-    const uint32_t dst = sb + (k_side ? kKOff : kVOff) + sl * kTile + soff;
+    const uint32_t dst = sb + (k_side ? kKOff : kVOff) + sl * kTile + soff_c;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int j = key_t + 16 * i;
+    for (int i = 0; i < kCopyN; ++i) {
+      const int j = key_c + kCopyStep * i;
       const bool in = j < nk;  // else zero fill from key 0 of the tile, nothing read
-      ptx::cp_async16(dst + i * 16 * 128, src + (in ? j * rowbytes : 0), in ? 16 : 0);
+      ptx::cp_async16(dst + i * kCopyStep * 128, src + (in ? j * rowbytes : 0), in ? 16 : 0);
     }
   };
 
@@ -246,7 +264,70 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
     }
   };
 
-  if (nt > 0) {
+  if (PP && nt > 0) {
+    // Ping-pong (FA3): the warpgroups take turns on the tensor pipe. Round j issues
+    // S_j = Q K_j^T (j < nt) and P_{j-1} V_{j-1} (j > 0); warpgroup 0 issues round j after
+    // warpgroup 1 issued round j - 1 (barrier 1), warpgroup 1 after warpgroup 0 issued round
+    // j (barrier 2), so one warpgroup's softmax runs under the other's GEMMs. The same
+    // barriers publish the copies (warpgroup 1 waits for its cp.async groups and fences
+    // before arriving) and free the ring slots: after barrier 2 of round j, warpgroup 0 has
+    // finished round j - 1, so the slots of K_{j-1} and V_{j-2} take K_{j+2} and V_{j+1}.
+    // The code between the barriers is the same for both warpgroups (barrier ids by
+    // arithmetic; warpgroup 0's copy calls and cp.async waits are empty), and every round
+    // but the first and last issues the same wgmmas: ptxas serialises wgmma behind
+    // warpgroup-divergent paths.
+    fence_proxy_async_shared();  // Q
+    ptx::cp_async_wait<1>();     // K_0 (warpgroup 1)
+    fence_proxy_async_shared();
+    __syncthreads();  // Q and K_0 published
+    if (wg == 1) named_arrive(1);  // round 0 of warpgroup 0 may start
+    const int my_bar = wg == 0 ? 1 : 2, other_bar = wg == 0 ? 2 : 1;
+    float a0, a1;
+    // Round 0: S_0.
+    named_sync(my_bar);
+    issue(2, true);
+    issue(1, false);
+    ptx::cp_async_commit();
+    wgmma_fence();
+    issue_s(0);
+    ptx::cp_async_wait<1>();  // warpgroup 1: K_1, V_0
+    fence_proxy_async_shared();
+    named_arrive(other_bar);
+    wgmma_wait<0>();
+    fence_regs(sc);
+    softmax(0, a0, a1);
+    rescale_and_pack(a0, a1);
+    for (int j = 1; j < nt; ++j) {  // round j: S_j and P_{j-1} V_{j-1}
+      named_sync(my_bar);
+      issue(j + 2, true);
+      issue(j + 1, false);
+      ptx::cp_async_commit();
+      fence_u32(pa);
+      wgmma_fence();
+      issue_s(j);
+      issue_pv(j - 1);
+      ptx::cp_async_wait<1>();  // warpgroup 1: K_{j+1}, V_j
+      fence_proxy_async_shared();
+      named_arrive(other_bar);
+      wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
+      fence_regs(sc);
+      softmax(j, a0, a1);
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_u32(pa);
+      rescale_and_pack(a0, a1);
+    }
+    // Round nt: P_{nt-1} V_{nt-1}.
+    named_sync(my_bar);
+    fence_u32(pa);
+    wgmma_fence();
+    issue_pv(nt - 1);
+    named_arrive(other_bar);
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_u32(pa);
+    if (wg == 0) named_sync(1);  // warpgroup 1's last arrival
+  } else if (nt > 0) {
     // Barrier 0: K_0 and Q landed and published to the async proxy.
     fence_proxy_async_shared();
     ptx::cp_async_wait<1>();
@@ -363,11 +444,19 @@ int wg_splits(int64_t groups, int64_t max_tiles, int64_t rows, const DeviceProps
   return best;
 }
 
+template <int DT, bool PP>
+void wg_launch(Stream& st, unsigned grid, const WgParams& p) {
+  allow_smem<flash_wgmma_kernel<DT, PP>>(kSmemBytes, st.props().index);
+  flash_wgmma_kernel<DT, PP><<<grid, kWgThreads, kSmemBytes, st.native()>>>(p);
+}
+
 }  // namespace
 
-// MSA_CUDA_FLASH_WGMMA=0 (or MSA_CUDA_FLASH=0) turns this kernel off.
+// MSA_CUDA_FLASH_WGMMA=0 (or MSA_CUDA_FLASH=0) turns this kernel off; =2 selects the
+// ping-pong schedule (A/B runs), 1 (default) the lock-step one.
 bool launch_wgmma_dense(Stream& st, const DenseParams& d, hal::DType dt) {
-  static const bool on = env_int("MSA_CUDA_FLASH_WGMMA", 1) != 0 && env_int("MSA_CUDA_FLASH", 1) != 0;
+  static const int mode = env_int("MSA_CUDA_FLASH_WGMMA", 1);
+  static const bool on = mode != 0 && env_int("MSA_CUDA_FLASH", 1) != 0;
   const auto& pr = st.props();
   if (!on || !pr.native_tier || pr.cc_major != 9 || pr.cc_minor != 0) return false;
   if (dt != hal::DType::bf16 && dt != hal::DType::f16) return false;
@@ -396,11 +485,11 @@ bool launch_wgmma_dense(Stream& st, const DenseParams& d, hal::DType dt) {
   if (p.S > 1) split_buffers(st, p.S, rows, kWgD, p.o);
   const unsigned grid = static_cast<unsigned>(groups * p.S);
   if (dt == hal::DType::bf16) {
-    allow_smem<flash_wgmma_kernel<kBF16>>(kSmemBytes, pr.index);
-    flash_wgmma_kernel<kBF16><<<grid, kWgThreads, kSmemBytes, st.native()>>>(p);
+    if (mode == 2) wg_launch<kBF16, true>(st, grid, p);
+    else wg_launch<kBF16, false>(st, grid, p);
   } else {
-    allow_smem<flash_wgmma_kernel<kF16>>(kSmemBytes, pr.index);
-    flash_wgmma_kernel<kF16><<<grid, kWgThreads, kSmemBytes, st.native()>>>(p);
+    if (mode == 2) wg_launch<kF16, true>(st, grid, p);
+    else wg_launch<kF16, false>(st, grid, p);
   }
   MSA_CUDA_CHECK_LAUNCH();
   if (p.S > 1) {
