@@ -285,11 +285,11 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
     float a0, a1;
     // Round 0: S_0.
     named_sync(my_bar);
+    wgmma_fence();
+    issue_s(0);
     issue(2, true);
     issue(1, false);
     ptx::cp_async_commit();
-    wgmma_fence();
-    issue_s(0);
     ptx::cp_async_wait<1>();  // warpgroup 1: K_1, V_0
     fence_proxy_async_shared();
     named_arrive(other_bar);
@@ -299,13 +299,13 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
     rescale_and_pack(a0, a1);
     for (int j = 1; j < nt; ++j) {  // round j: S_j and P_{j-1} V_{j-1}
       named_sync(my_bar);
-      issue(j + 2, true);
-      issue(j + 1, false);
-      ptx::cp_async_commit();
       fence_u32(pa);
       wgmma_fence();
       issue_s(j);
       issue_pv(j - 1);
+      issue(j + 2, true);  // after the GEMMs: the tensor pipe starts first
+      issue(j + 1, false);
+      ptx::cp_async_commit();
       ptx::cp_async_wait<1>();  // warpgroup 1: K_{j+1}, V_j
       fence_proxy_async_shared();
       named_arrive(other_bar);
