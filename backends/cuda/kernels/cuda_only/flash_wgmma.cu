@@ -15,7 +15,7 @@
 // Pipelining (FA3's intra-warpgroup overlap): iteration j issues S_j = Q K_j^T and
 // O += P_{j-1} V_{j-1} back to back, waits for S_j only, runs the softmax of S_j while
 // the P V product is still in the tensor pipe, then waits for it and rescales O.
-// Loads: every thread issues 16-byte cp.async copies straight into the swizzled layout
+// Loads (lock-step schedule): every thread issues 16-byte cp.async copies straight into the swizzled layout
 // (zero fill past the valid keys), then fence.proxy.async + one block barrier per tile
 // publish them to the async proxy that wgmma reads through. K_{j+2} and V_{j+1} are
 // issued right after barrier j, into the slots iteration j - 1 freed.
