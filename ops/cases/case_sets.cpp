@@ -225,6 +225,9 @@ void add_full_attention(CaseList& c) {
   c.push_back(dense_attention_case(attn({{600}, {650}}, 4, 2, 80, 64, 1, 0, kF16)));
   c.push_back(dense_attention_case(attn({{530}, {1100}}, 8, 1, 64, 64, 1, 0, kBF16)));
   c.push_back(dense_attention_case(attn({{520}, {700}}, 16, 1, 128, 128, 1, 0, kBF16)));
+  // The sm_90 wgmma prefill kernel (D = 128, Bs a multiple of 128): f16, G = 4, varlen (one
+  // sequence from empty, one on a prefix), Bs = 256 (two 128-key tiles per page).
+  c.push_back(dense_attention_case(attn({{300, 260}, {300, 600}}, 8, 2, 128, 256, 1, 0, kF16)));
   {
     AttnParams p = attn({{520}, {1500}}, 16, 1, 128, 128, 1, 2, kBF16);
     p.correlated = true;

@@ -281,6 +281,10 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& p, hal::DType 
 // MSA_CUDA_FLASH=0) so the caller runs the kernels above. Tried after the decode kernels.
 bool launch_flash_dense(Stream& st, const DenseParams& p, hal::DType dt);
 bool launch_flash_sparse(Stream& st, const SparseParams& p, hal::DType dt);
+// sm_90 dense prefill on wgmma (kernels/cuda_only/flash_wgmma.cu: FlashAttention-3 style,
+// D = 128, bf16/f16, Bs a multiple of 128); tried before launch_flash_dense, returns false
+// for what it does not cover (or MSA_CUDA_FLASH_WGMMA=0).
+bool launch_wgmma_dense(Stream& st, const DenseParams& p, hal::DType dt);
 // patch_attention_3d: whether the flash kernel takes this call (then the chunk table is
 // built with flash_patch_rows() tokens per chunk), and its launch (p.chunks built so).
 bool flash_patch_ok(const Stream& st, hal::DType dt, int D, const void* q, const void* k, const void* v,
@@ -295,6 +299,7 @@ inline bool launch_decode_sparse(Stream&, const SparseParams&, hal::DType) { ret
 inline bool launch_decode_dense(Stream&, const DenseParams&, hal::DType) { return false; }
 inline bool launch_flash_dense(Stream&, const DenseParams&, hal::DType) { return false; }
 inline bool launch_flash_sparse(Stream&, const SparseParams&, hal::DType) { return false; }
+inline bool launch_wgmma_dense(Stream&, const DenseParams&, hal::DType) { return false; }
 inline bool flash_patch_ok(const Stream&, hal::DType, int, const void*, const void*, const void*, const void*) {
   return false;
 }

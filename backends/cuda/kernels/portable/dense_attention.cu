@@ -37,6 +37,7 @@ void dense_attention(hal::Stream& s, const ops::DenseAttentionArgs& a) {
   p.o.out = a.out.data<void>();
   p.o.lse = a.lse.data<float>();
   if (launch_decode_dense(st, p, a.q.dtype)) return;  // CUDA native tier, decode-sized calls
+  if (launch_wgmma_dense(st, p, a.q.dtype)) return;   // CUDA native tier, sm_90 prefill (D = 128)
   if (launch_flash_dense(st, p, a.q.dtype)) return;   // CUDA native tier, prefill
   const int64_t slots = (T + p.tpc - 1) / p.tpc + p.bt.B;
   const int64_t rows = T * Hq;
