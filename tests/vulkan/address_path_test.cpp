@@ -16,6 +16,7 @@
 #if MSA_TEST_VULKAN_INTERNALS
 #include "backends/vulkan/device.h"
 #include "backends/vulkan/stream.h"
+#include "ops/cases/case.h"
 
 namespace msa::vulkan_test {
 namespace {
@@ -323,6 +324,31 @@ TEST_F(AddressPath, SupportsReferenceB8At1MUnlessTurnedOff) {
   const auto [sparse, kv] = check(*plain);
   EXPECT_NE(sparse.find("maxStorageBufferRange"), std::string::npos) << sparse;
   EXPECT_NE(kv.find("maxStorageBufferRange"), std::string::npos) << kv;
+}
+
+// A prepared msa_layer case whose K/V exceed one binding runs (sparse attention by
+// address); only its dense baseline, which has no address variant, refuses, by itself.
+TEST_F(AddressPath, LayerCasePastTheBindingLimitRunsWithoutItsBaseline) {
+  const uint64_t range = caps_of(dev()).max_storage_range;
+  if (range > (uint64_t{256} << 20)) GTEST_SKIP() << "maxStorageBufferRange " << range << " B: a case past it is too large for a test";
+  std::unique_ptr<cases::Case> big;
+  for (auto& c : cases::make_cases("perf", "msa_layer", 1.0))
+    if (c->vars().find("kv=[8 x 32768..32768]") != std::string::npos && c->vars().find("ki=bf16") != std::string::npos) {
+      big = std::move(c);  // K and V 256 MiB each
+      break;
+    }
+  ASSERT_NE(big, nullptr) << "no B=8 32K msa_layer perf case";
+  ASSERT_TRUE(big->has_baseline());
+  auto p = big->prepare(dev(), 1);
+  ASSERT_EQ(p->unsupported(), "") << big->vars();
+  p->run();
+  EXPECT_NO_THROW(dev().stream().synchronize());
+  try {
+    p->run_baseline();
+    FAIL() << "the dense baseline ran over K/V past maxStorageBufferRange";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unsupported: baseline"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
