@@ -351,8 +351,9 @@ bool pdl_enabled() {
   return on;
 }
 int prefetch_mode() {
-  static const int m = env_int("MSA_CUDA_DECODE_CLUSTER_PREFETCH", 0);
-  return m >= 0 && m <= 3 ? m : 0;
+  static const int m = static_cast<int>(
+      parse_env_int("MSA_CUDA_DECODE_CLUSTER_PREFETCH", std::getenv("MSA_CUDA_DECODE_CLUSTER_PREFETCH"), 0, 0, 3));
+  return m;
 }
 // CTAs per SM the kernel is built for (1 or 2).
 int occupancy_mode() {
@@ -514,13 +515,15 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
     const auto t0 = std::chrono::steady_clock::now();
     cudaError_t err = cudaLaunchKernelEx(&cfg, kern, p);
     if (try_pdl) {
-      pdl_with_clusters.store(err == cudaSuccess ? 1 : 0);
-      if (err != cudaSuccess) {
-        // A driver that refuses programmatic launch together with clusters: launch plain,
-        // and from now on always.
+      if (err == cudaSuccess) {
+        pdl_with_clusters.store(1);
+      } else {
+        // Refused: retry plain. Only when the plain launch works was it programmatic
+        // launch with clusters that the driver refused: then launch plain from now on.
         (void)cudaGetLastError();
         cfg.numAttrs = 1;
         err = cudaLaunchKernelEx(&cfg, kern, p);
+        if (err == cudaSuccess) pdl_with_clusters.store(0);
       }
     }
     MSA_CUDA_CHECK(err);

@@ -27,7 +27,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 
+#include "backends/cuda/kernels/cuda_only/hopper_probe.h"
 #include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
 #include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
 #include "backends/cuda/kernels/portable/attention_kernels.cuh"
@@ -456,10 +458,12 @@ void wg_launch(Stream& st, unsigned grid, const WgParams& p) {
 // MSA_CUDA_FLASH_WGMMA=0 (or MSA_CUDA_FLASH=0) turns this kernel off; =1 selects the
 // lock-step schedule (A/B runs), 2 (default) the ping-pong one (1.19x faster on the H200).
 bool launch_wgmma_dense(Stream& st, const DenseParams& d, hal::DType dt) {
-  static const int mode = env_int("MSA_CUDA_FLASH_WGMMA", 2);
+  static const int mode =
+      static_cast<int>(parse_env_int("MSA_CUDA_FLASH_WGMMA", std::getenv("MSA_CUDA_FLASH_WGMMA"), 2, 0, 2));
   static const bool on = mode != 0 && env_int("MSA_CUDA_FLASH", 1) != 0;
   const auto& pr = st.props();
   if (!on || !pr.native_tier || pr.cc_major != 9 || pr.cc_minor != 0) return false;
+  if (!hopper_code_present(pr.index)) return false;  // the build has no sm_90a code
   if (dt != hal::DType::bf16 && dt != hal::DType::f16) return false;
   if (d.D != kWgD || d.G < 1 || d.G > kWgRows || d.bt.Bs % kWgBK != 0) return false;
   const auto a16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };

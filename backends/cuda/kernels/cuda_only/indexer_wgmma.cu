@@ -45,6 +45,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "backends/cuda/kernels/cuda_only/hopper_probe.h"
 #include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
 #include "backends/cuda/kernels/cuda_only/indexer_tile.cuh"
 #include "backends/cuda/kernels/kernels.h"
@@ -518,13 +519,6 @@ void launch_np(const CUtensorMap& mq, const CUtensorMap& mk, const WgIndexerPara
     each ? launch<NP, MT, false, true>(mq, mk, p, grid, st) : launch<NP, MT, false, false>(mq, mk, p, grid, st);
 }
 
-// True when the sm_90a kernels are in this build (CMAKE_CUDA_ARCHITECTURES with 90a).
-__global__ void hopper_probe_kernel(int* out) {
-#if MSA_HOPPER_PTX
-  *out = 1;
-#endif
-}
-
 }  // namespace
 
 bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
@@ -550,15 +544,7 @@ bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   if (reinterpret_cast<uintptr_t>(a.qi.data<char>()) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(a.ki_cache.data<char>()) % 16 != 0)
     return false;
-  {
-    static int hopper_ok = -1;  // the build has the sm_90a code (one probe per process)
-    if (hopper_ok < 0) {
-      cudaFuncAttributes attr{};
-      hopper_ok = cudaFuncGetAttributes(&attr, hopper_probe_kernel) == cudaSuccess && attr.binaryVersion == 90;
-      (void)cudaGetLastError();
-    }
-    if (!hopper_ok) return false;
-  }
+  if (!hopper_code_present(pr.index)) return false;  // the build has no sm_90a code
 
   WgIndexerParams p;
   p.bt.cu_q = a.cu_q.data<int32_t>();
