@@ -139,6 +139,7 @@ LayerProblem::LayerProblem(const LayerConfig& c, int batch, int64_t ctx, int qle
 
 struct LayerRun::Impl {
   std::vector<hal::BufferPtr> keep;
+  hal::Tensor busy;  // the queued timing's head of device work (allocated on first use)
   ops::IndexerScoreArgs idx;
   ops::BlockTopkArgs topk;
   ops::SparseAttentionArgs sparse;
@@ -183,12 +184,19 @@ void LayerRun::run_once() {
   device_.stream().synchronize();
 }
 
-LayerTimes LayerRun::time(int iters) {
+void LayerRun::busy_head() {
+  auto& m = *impl_;
+  if (!m.busy.present()) m.busy = m.make(device_, hal::DType::i32, {int64_t{1} << 28});  // 1 GiB
+  device_.stream().fill_bytes(m.busy, 0);
+}
+
+LayerTimes LayerRun::time(int iters, bool queued) {
   run_once();  // warm-up
   auto e0 = device_.create_event(), e1 = device_.create_event();
   std::vector<double> a, b, c, d;
   for (int it = 0; it < iters; ++it) {
-    const LayerTimes t = time_sparse();
+    const LayerTimes t = time_sparse(queued);
+    if (queued) busy_head();
     device_.stream().record(*e0);
     ops::dense_attention(device_, impl_->dense);
     device_.stream().record(*e1);
@@ -201,10 +209,11 @@ LayerTimes LayerRun::time(int iters) {
   return {median(a), median(b), median(c), median(d)};
 }
 
-LayerTimes LayerRun::time_sparse() {
+LayerTimes LayerRun::time_sparse(bool queued) {
   std::vector<std::unique_ptr<hal::Event>> ev;
   for (int i = 0; i < 4; ++i) ev.push_back(device_.create_event());
   auto& s = device_.stream();
+  if (queued) busy_head();
   s.record(*ev[0]);
   ops::indexer_score(device_, impl_->idx);
   s.record(*ev[1]);

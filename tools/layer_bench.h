@@ -48,16 +48,21 @@ class LayerRun {
   ~LayerRun();
   // indexer_score -> block_topk -> sparse_block_attention, then dense_attention; waits.
   void run_once();
-  // Median time of each op over `iters` runs (after one warm-up run).
-  LayerTimes time(int iters);
+  // Median time of each op over `iters` runs (after one warm-up run). queued: each timed
+  // group is enqueued behind a 1 GiB device fill, so the host has queued every op before the
+  // device reaches the first event: the times are device time and launch gaps, without
+  // the host's enqueue cost (what a replayed CUDA graph of the step sees). Otherwise each
+  // group starts on an idle device and holds the host's checks and launch latency too.
+  LayerTimes time(int iters, bool queued = false);
   // One timed run of the sparse path only (indexer, top-k, sparse attention); waits.
-  LayerTimes time_sparse();
+  LayerTimes time_sparse(bool queued = false);
   // Mean over (query block, KV head) rows of attended tokens / context.
   double attended_fraction();
   hal::HostTensor download(const std::string& what);  // "block_idx", "sparse_out", "dense_out"
   hal::DType dtype() const { return prob_.cfg.dtype; }
 
  private:
+  void busy_head();  // enqueues a 1 GiB device fill (see time)
   struct Impl;
   hal::Device& device_;
   const LayerProblem& prob_;

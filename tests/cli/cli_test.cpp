@@ -294,3 +294,23 @@ TEST(CliDist, RunHeadParallelPassesCheck) {
   EXPECT_NE(r.output.find("rank 0 of 2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("check: PASS"), std::string::npos) << r.output;
 }
+
+// `msa layer --queued`: the same layer, timed behind device work; the JSON names the timing
+// mode and the outputs still match cpu-ref.
+TEST(CliLayer, QueuedTimingRunsAndIsRecorded) {
+  const std::string json = (temp_dir() / "layer_queued.json").string();
+  const std::string cfg =
+      " --backend cpu-ref --config Hq=8 --config Hkv=4 --config Hi=4 --config D=32 --config Di=32"
+      " --config Bs=32 --config k=4 --batch 2 --context 1000 --iters 2 --check";
+  const Result q = run_cli("layer" + cfg + " --queued --json " + json);
+  EXPECT_EQ(q.code, 0) << q.output;
+  EXPECT_NE(q.output.find("queued behind device work"), std::string::npos) << q.output;
+  EXPECT_NE(q.output.find("block_idx identical"), std::string::npos) << q.output;
+  std::ifstream f(json);
+  std::stringstream s;
+  s << f.rdbuf();
+  EXPECT_NE(s.str().find("\"timing\": \"queued\""), std::string::npos) << s.str();
+  const Result single = run_cli("layer" + cfg);
+  EXPECT_EQ(single.code, 0) << single.output;
+  EXPECT_NE(single.output.find("single calls on an idle device"), std::string::npos) << single.output;
+}

@@ -59,6 +59,25 @@ TEST_P(PortableEmu, QuickCasesMatchReference) {
               << dev->name() << ":" << skips << "\n";
 }
 
+// block_topk's register paths (one block per row, rows split over chunks) run only for at
+// most 2 x SMs rows: on a device reporting 600 SMs every full case of up to 1200 rows
+// takes them (at 2 SMs none does), including the long rows (> 1024 blocks) of the split
+// path and rows with forced blocks (sinks, local window).
+TEST(PortableEmuTopk, RegisterPathsMatchReference) {
+  auto ref = hal::create_device("cpu-ref");
+  for (int wave : {64, 32}) {
+    auto dev = wave == 64 ? emu64::make_emu_device(600) : emu32::make_emu_device(600);
+    int ran = 0;
+    for (const auto& c : make_cases("full", "block_topk")) {
+      const CheckResult r = c->check(*dev, *ref);
+      if (r.skipped) continue;
+      ++ran;
+      EXPECT_TRUE(r.passed) << "block_topk [" << c->vars() << "] on " << dev->name() << ": " << r.message;
+    }
+    EXPECT_GT(ran, 30) << "most full block_topk cases must run on " << dev->name();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, PortableEmu, ::testing::Combine(::testing::Values(64, 32), ::testing::ValuesIn(all_ops())),
                          [](const auto& info) {
                            return "wave" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);

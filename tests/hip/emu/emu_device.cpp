@@ -15,10 +15,10 @@ void release_buffer(hal::Device&, void* handle, size_t) { cudaFree(handle); }
 
 class EmuDevice final : public hal::Device {
  public:
-  EmuDevice() : name_("emu-wave" + std::to_string(MSA_WARP_SIZE)) {
+  explicit EmuDevice(int sm_count) : name_("emu-wave" + std::to_string(MSA_WARP_SIZE)) {
     props_.index = 0;
     props_.name = "CPU emulation, wave" + std::to_string(MSA_WARP_SIZE);
-    props_.sm_count = 2;  // few blocks: the grid-stride loops take several turns
+    props_.sm_count = sm_count;
     props_.smem_optin = 64 * 1024;
     props_.memory_bytes = size_t{1} << 30;
     props_.native_tier = false;
@@ -53,6 +53,6 @@ class EmuDevice final : public hal::Device {
 
 }  // namespace
 
-std::unique_ptr<hal::Device> make_emu_device() { return std::make_unique<EmuDevice>(); }
+std::unique_ptr<hal::Device> make_emu_device(int sm_count) { return std::make_unique<EmuDevice>(sm_count); }
 
 }  // namespace msa::MSA_GPU_NS

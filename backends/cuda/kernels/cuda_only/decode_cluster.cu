@@ -63,10 +63,22 @@ constexpr int kMaxC = 16;
 constexpr int kMaxT = 512;               // larger calls keep the other kernels
 static_assert(kWarps * 16 == kBs, "warp w owns keys 16w..16w+15 of a block");
 
+// Global merge (C ranks that are not a hardware cluster): per-group arrival counters, one
+// set per stream slot (concurrent launches on other streams must not share them).
+constexpr int kGmSlots = 8;
+constexpr int kGmPerSlot = 4096;                  // groups per launch in global-merge mode
+constexpr int kGmStride = kGrp * kD + 2 * kGrp;  // floats per rank's partial: O, max, sum
+__device__ unsigned int g_cl_ctr[kGmSlots * kGmPerSlot];
+
 // The op's parameters (SparseParams: S and o.part_* unused) and the cluster geometry.
 struct ClParams {
   SparseParams sp;
-  int C = 1, E = 1;  // cluster size, blocks per rank
+  int C = 1, E = 1;  // ranks per group (the cluster size unless gmerge), blocks per rank
+  // gmerge: the C ranks of a group are plain CTAs (no cluster); each writes its partial to
+  // ws[group][rank] and the last to arrive on ctr[group] merges them (see the kernel).
+  int gmerge = 0;
+  float* ws = nullptr;
+  int slot = 0;  // this stream's counters: g_cl_ctr[slot][group] (indexed on the device)
   int guess_b = 0;   // NQ == B: query block qb is probably sequence qb
   float scale_log2 = 1.0f;
   int prefetch = 0;  // MSA_CUDA_DECODE_CLUSTER_PREFETCH: 0 off, 1 / 2 / 3 (see the kernel)
@@ -98,6 +110,64 @@ __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
+// Global merge of a group's C partials (ClParams::gmerge): this CTA's partial (xo: [16]
+// [XROW] O, xml: 16 max (base 2) then 16 sums, in shared memory) goes to ws[group][rank];
+// after a fence the CTA counts itself in on ctr[group], and the last of the C to arrive
+// (every other partial is then visible to it) combines them in rank order (deterministic
+// whatever the arrival order), writes the group's 16 rows of out and lse, and resets the
+// counter for the next launch. No CTA waits for another: no co-residency needed.
+template <int DT>
+__device__ void merge_global(const ClParams& cp, const float* xo, const float* xml, int64_t grp, int rank,
+                             int64_t tok, int g, int& s_last) {
+  using T = typename Elem<DT>::T;
+  constexpr int XROW = kD + 4;
+  const SparseParams& p = cp.sp;
+  const int tid = threadIdx.x, C = cp.C;
+  const float ninf = __int_as_float(0xff800000u);
+  unsigned int* ctr = g_cl_ctr + int64_t{cp.slot} * kGmPerSlot + grp;
+  float* mine = cp.ws + (grp * C + rank) * int64_t{kGmStride};
+  __syncthreads();  // xo is complete (the cluster path's barrier does this there)
+  for (int i = tid; i < kGrp * kD; i += kThreads) mine[i] = xo[(i / kD) * XROW + i % kD];
+  if (tid < 2 * kGrp) mine[kGrp * kD + tid] = xml[tid];
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) s_last = atomicAdd(ctr, 1u) == static_cast<unsigned>(C - 1) ? 1 : 0;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();  // the other ranks' partials (fenced before their arrival) are visible
+  const float* base = cp.ws + grp * C * int64_t{kGmStride};
+  // Thread (row, 8-dim segment): 16 x 16 = 256 threads.
+  const int row = tid / 16, seg = tid % 16;
+  float M = ninf;
+  for (int s = 0; s < C; ++s) M = fmaxf(M, __ldcg(base + s * int64_t{kGmStride} + kGrp * kD + row));
+  float l = 0.0f;
+  float4 a0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), a1 = a0;
+  for (int s = 0; s < C; ++s) {
+    const float* src = base + s * int64_t{kGmStride};
+    const float ms = __ldcg(src + kGrp * kD + row);
+    if (ms == ninf) continue;  // no key of this rank: nothing to add
+    const float w = exp2f(ms - M);
+    l += w * __ldcg(src + kGrp * kD + kGrp + row);
+    const float4 x0 = __ldcg(reinterpret_cast<const float4*>(src + row * kD + seg * 8));
+    const float4 x1 = __ldcg(reinterpret_cast<const float4*>(src + row * kD + seg * 8 + 4));
+    a0 = make_float4(fmaf(w, x0.x, a0.x), fmaf(w, x0.y, a0.y), fmaf(w, x0.z, a0.z), fmaf(w, x0.w, a0.w));
+    a1 = make_float4(fmaf(w, x1.x, a1.x), fmaf(w, x1.y, a1.y), fmaf(w, x1.z, a1.z), fmaf(w, x1.w, a1.w));
+  }
+  const int64_t oid = tok * p.Hq + g * kGrp + row;
+  T* out = static_cast<T*>(p.o.out) + oid * kD + seg * 8;
+  if (M == ninf || !(l > 0.0f)) {
+    store4<DT>(out, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+    store4<DT>(out + 4, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+    if (seg == 0) p.o.lse[oid] = ninf;
+  } else {
+    const float inv = 1.0f / l;
+    store4<DT>(out, make_float4(a0.x * inv, a0.y * inv, a0.z * inv, a0.w * inv));
+    store4<DT>(out + 4, make_float4(a1.x * inv, a1.y * inv, a1.z * inv, a1.w * inv));
+    if (seg == 0) p.o.lse[oid] = (M + log2f(l)) * 0.69314718055994531f;
+  }
+  if (tid == 0) *ctr = 0u;  // every rank has counted: ready for the next launch
+}
+
 // grid: groups x C (rank fastest), clusters of C along x. Group = (query block, KV head,
 // row chunk = token of the query block).
 // OCC: CTAs per SM the kernel is built for. 1: q fragments in registers, up to 6 stages;
@@ -113,6 +183,7 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   __shared__ float s_m[kWarps][kGrp], s_l[kWarps][kGrp];
   __shared__ float s_cm[kGrp], s_cl[kGrp], s_cw[kGrp];  // cluster merge: [rank][row] (C x 16/C)
   __shared__ float s_fm[kGrp], s_fl[kGrp];
+  __shared__ int s_last;
 
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -281,6 +352,11 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
     }
   }
 
+  if (cp.gmerge) {
+    merge_global<DT>(cp, xo, xml, blockIdx.x / static_cast<unsigned>(C), rank, tok, g, s_last);
+    return;
+  }
+
   // ---- merge the C ranks' partials through distributed shared memory ----
   cluster_sync_all();  // every rank's X, max and sum are written and visible
   const int rows_per = kGrp / C;
@@ -360,6 +436,15 @@ int occupancy_mode() {
   static const int n = env_int("MSA_CUDA_DECODE_CLUSTER_OCC", 1) == 2 ? 2 : 1;
   return n;
 }
+// How the C ranks of a group merge: 0 (auto) through distributed shared memory when the
+// clusters all fit at once, else through global memory at the same C (plain CTAs: every
+// SM busy instead of fewer ranks per cluster); 1 always clusters (lowering C until they
+// fit, the session-4 behaviour); 2 always global memory.
+int merge_mode() {
+  static const int m = static_cast<int>(
+      parse_env_int("MSA_CUDA_DECODE_CLUSTER_MERGE", std::getenv("MSA_CUDA_DECODE_CLUSTER_MERGE"), 0, 0, 2));
+  return m;
+}
 // MSA_CUDA_DECODE_CLUSTER_LOG=1: each new launch geometry and, every 4096 launches, the
 // mean host time of the launch call, on stderr.
 bool log_enabled() {
@@ -433,7 +518,7 @@ int max_clusters(KernelPtr k, int smem, int C, int device) {
   return n;
 }
 
-void log_launch(int64_t groups, int C, int E, int NS, int occ, int fit, int smem, bool pdl,
+void log_launch(int64_t groups, int C, int E, int NS, int occ, int fit, int smem, bool pdl, int gmerge,
                 std::chrono::steady_clock::duration host) {
   static std::mutex mu;
   static std::map<std::tuple<int64_t, int, int, int>, int> seen;
@@ -441,8 +526,9 @@ void log_launch(int64_t groups, int C, int E, int NS, int occ, int fit, int smem
   static long n = 0;
   std::lock_guard<std::mutex> lock(mu);
   if (seen[{groups, C, E, occ}]++ == 0)
-    std::fprintf(stderr, "decode_cluster: groups %lld, C %d, E %d, NS %d, %d CTA/SM, %d clusters fit, smem %d, pdl %d\n",
-                 static_cast<long long>(groups), C, E, NS, occ, fit, smem, pdl ? 1 : 0);
+    std::fprintf(stderr,
+                 "decode_cluster: groups %lld, C %d, E %d, NS %d, %d CTA/SM, %d clusters fit, smem %d, pdl %d, merge %s\n",
+                 static_cast<long long>(groups), C, E, NS, occ, fit, smem, pdl ? 1 : 0, gmerge ? "global" : "cluster");
   sum_us += std::chrono::duration<double, std::micro>(host).count();
   if (++n % 4096 == 0) std::fprintf(stderr, "decode_cluster: mean launch call %.2f us over %ld\n", sum_us / n, n);
 }
@@ -475,6 +561,9 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
   p.guess_b = sp.NQ == sp.bt.B ? 1 : 0;
   p.scale_log2 = sp.scale * 1.4426950408889634f;
   p.prefetch = prefetch_mode();
+  const int mode = merge_mode();
+  // Global merge needs this stream's counters and groups that fit them.
+  const int slot = mode == 1 || groups > kGmPerSlot ? -1 : stream_slot(st, kGmSlots);
   for (;;) {
     p.C = C;
     p.E = (sp.k + C - 1) / C;
@@ -486,10 +575,17 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
     });
     prepare(kern, smem, pr.index);
     const int fit = max_clusters(kern, smem, C, pr.index);
-    if (fit <= 0 && C == 1) return false;  // cannot launch at all: the other kernels run
-    if (C > 1 && (fit <= 0 || (!forced && fit < groups))) {
-      C /= 2;  // fewer ranks per cluster place more easily
-      continue;
+    const bool clusters_fit = fit > 0 && (forced || fit >= groups);
+    p.gmerge = C > 1 && slot >= 0 && (mode == 2 || !clusters_fit) ? 1 : 0;
+    if (!p.gmerge) {
+      if (fit <= 0 && C == 1) return false;  // cannot launch at all: the other kernels run
+      if (C > 1 && !clusters_fit) {
+        C /= 2;  // fewer ranks per cluster place more easily
+        continue;
+      }
+    } else {
+      p.ws = static_cast<float*>(st.workspace(static_cast<size_t>(groups) * C * kGmStride * sizeof(float)));
+      p.slot = slot;
     }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(static_cast<unsigned>(groups * C));
@@ -498,7 +594,7 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
     cfg.stream = st.native();
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(C);
+    attr[0].val.clusterDim.x = p.gmerge ? 1u : static_cast<unsigned>(C);  // global merge: plain CTAs
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -528,7 +624,7 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
     }
     MSA_CUDA_CHECK(err);
     MSA_CUDA_CHECK_LAUNCH();
-    if (log_enabled()) log_launch(groups, C, p.E, stages_for(p.E, occ), occ, fit, smem, cfg.numAttrs == 2,
+    if (log_enabled()) log_launch(groups, C, p.E, stages_for(p.E, occ), occ, fit, smem, cfg.numAttrs == 2, p.gmerge,
                                   std::chrono::steady_clock::now() - t0);
     return true;
   }

@@ -22,6 +22,7 @@
 // (select_top_adaptive; MSA_TOPK_ADAPTIVE=0: 4 fixed radix passes). Both kernels of the register
 // paths load their scores before the batch scan.
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
@@ -234,13 +235,13 @@ struct SplitArgs {
   uint32_t* cand_key = nullptr;  // [rows][S][k] (0: no candidate)
   int32_t* cand_idx = nullptr;   // [rows][S][k]
   int slot = 0;                  // this stream's counters: g_topk_ctr[slot][row]
-  bool adaptive = false;         // select_top_adaptive (MSA_TOPK_ADAPTIVE) instead of select_top
 };
 
 struct SelScratch {
   int hist[2 * kSelBins];  // the adaptive select alternates halves (one barrier less per pass)
   int scan[kSplitThreads / kWarp + 1];
   uint32_t wmin[kSplitThreads / kWarp], wmax[kSplitThreads / kWarp];
+  int wforced[kSplitThreads / kWarp];
   int found_bin, found_above, found_cnt;
 };
 
@@ -307,14 +308,19 @@ __device__ unsigned select_top(const uint32_t (&key)[PER], int k, SelScratch& sc
 // The largest keys are sparse in their bins, so a row of ~1K scores and k = 16 usually
 // ends after one pass; the worst case stays 4 passes (8 bits of range each). The two
 // histogram halves alternate, so the clear needs no barrier of its own.
+// Forced blocks (key 0xffffffff, at most k of them) are counted apart and kept out of the
+// range: otherwise the first pass would span from the scores up to 0xffffffff and put
+// every score into one or two bins (the local-window block of every decode row).
 template <int PER>
 __device__ unsigned select_top_adaptive(const uint32_t (&key)[PER], int k, SelScratch& sc) {
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, nw = blockDim.x / kWarp;
-  int mine = 0;
+  int mine = 0, forced = 0;
   uint32_t kmin = 0xffffffffu, kmax = 0u;
 #pragma unroll
   for (int i = 0; i < PER; ++i)
-    if (key[i] != 0u) {
+    if (key[i] == 0xffffffffu) {
+      ++forced;
+    } else if (key[i] != 0u) {
       ++mine;
       kmin = min(kmin, key[i]);
       kmax = max(kmax, key[i]);
@@ -322,6 +328,7 @@ __device__ unsigned select_top_adaptive(const uint32_t (&key)[PER], int k, SelSc
 #pragma unroll
   for (int o = kWarp / 2; o > 0; o >>= 1) {
     mine += __shfl_xor_sync(MSA_FULL_MASK, mine, o, kWarp);
+    forced += __shfl_xor_sync(MSA_FULL_MASK, forced, o, kWarp);
     kmin = min(kmin, __shfl_xor_sync(MSA_FULL_MASK, kmin, o, kWarp));
     kmax = max(kmax, __shfl_xor_sync(MSA_FULL_MASK, kmax, o, kWarp));
   }
@@ -329,20 +336,24 @@ __device__ unsigned select_top_adaptive(const uint32_t (&key)[PER], int k, SelSc
   __syncthreads();  // the previous select's readers of scan / wmin / wmax are done
   if (lane == 0) {
     sc.scan[warp] = mine;
+    sc.wforced[warp] = forced;
     sc.wmin[warp] = kmin;
     sc.wmax[warp] = kmax;
   }
   __syncthreads();
-  int ncand = 0;
+  int nscore = 0, nforced = 0;
   for (int w = 0; w < nw; ++w) {
-    ncand += sc.scan[w];
+    nscore += sc.scan[w];
+    nforced += sc.wforced[w];
     kmin = min(kmin, sc.wmin[w]);
     kmax = max(kmax, sc.wmax[w]);
   }
   uint32_t thr = 0u;  // keys > thr are taken (all candidates when they are at most k)
   int need = 0;       // and the first `need` keys equal to thr
-  if (ncand > k) {
-    need = k;
+  if (nscore + nforced > k && nforced >= k) {
+    thr = 0xfffffffeu;  // the forced blocks fill the row: no score is taken
+  } else if (nscore + nforced > k) {
+    need = k - nforced;  // of the scores, in [kmin, kmax] (below every forced key)
     uint32_t lo = kmin, hi = kmax;
     for (int pass = 0;; ++pass) {
       const uint32_t span = hi - lo;
@@ -408,9 +419,10 @@ __device__ unsigned select_top_adaptive(const uint32_t (&key)[PER], int k, SelSc
   return take;
 }
 
-template <int PER>
-__device__ unsigned select_keys(const uint32_t (&key)[PER], int k, SelScratch& sc, bool adaptive) {
-  return adaptive ? select_top_adaptive<PER>(key, k, sc) : select_top<PER>(key, k, sc);
+template <int PER, bool kAdaptive>
+__device__ unsigned select_keys(const uint32_t (&key)[PER], int k, SelScratch& sc) {
+  if constexpr (kAdaptive) return select_top_adaptive<PER>(key, k, sc);
+  else return select_top<PER>(key, k, sc);
 }
 
 // Writes the taken values in position order to dst[0..total), dst_key likewise when given;
@@ -431,7 +443,11 @@ __device__ int compact_taken(unsigned take, const V (&val)[PER], V* dst, const u
 }
 
 // grid: rows x S (chunk fastest). PER: keys per thread of a chunk (chunk <= 256 PER).
-template <int PER>
+// kOneBlock: S = 1, the chunk is the row (no merge code). kAdaptive: the select. Both are
+// template arguments so each kernel holds only the code it runs: the decode call runs
+// once per layer from a cold instruction cache, and the code of the unused select and
+// merge made it stall on instruction fetch (ncu, session 5).
+template <int PER, bool kAdaptive, bool kOneBlock>
 __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p, SplitArgs sa) {
   __shared__ SelScratch sc;
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
@@ -477,8 +493,8 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
     key[i] = kk;
     blk[i] = c;
   }
-  if (sa.S == 1) {  // the whole row in one block: its k best are the answer
-    const unsigned take = select_keys<PER>(key, p.k, sc, sa.adaptive);
+  if constexpr (kOneBlock) {  // the whole row in one block: its k best are the answer
+    const unsigned take = select_keys<PER, kAdaptive>(key, p.k, sc);
     const int total = compact_taken<PER, int32_t>(take, blk, out, nullptr, nullptr, sc);
     for (int i = total + tid; i < p.k; i += blockDim.x) out[i] = -1;
     if (tid == 0) p.cnt[row] = total;
@@ -486,7 +502,7 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
   }
   const int64_t cbase = (row * sa.S + part) * int64_t{p.k};
   {
-    const unsigned take = select_keys<PER>(key, p.k, sc, sa.adaptive);
+    const unsigned take = select_keys<PER, kAdaptive>(key, p.k, sc);
     const int n = compact_taken<PER, int32_t>(take, blk, sa.cand_idx + cbase, &key, sa.cand_key + cbase, sc);
     for (int i = n + tid; i < p.k; i += blockDim.x) {
       sa.cand_key[cbase + i] = 0u;
@@ -513,7 +529,7 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
     mk[i] = j < M ? ck[j] : 0u;
     mi[i] = j < M ? ci[j] : -1;
   }
-  const unsigned take = select_keys<kSplitMaxPer>(mk, p.k, sc, sa.adaptive);
+  const unsigned take = select_keys<kSplitMaxPer, kAdaptive>(mk, p.k, sc);
   const int total = compact_taken<kSplitMaxPer, int32_t>(take, mi, out, nullptr, nullptr, sc);
   for (int i = total + tid; i < p.k; i += blockDim.x) out[i] = -1;
   if (tid == 0) {
@@ -544,12 +560,16 @@ bool launch_one_block(Stream& st, const TopkParams& p, int64_t rows) {
   SplitArgs sa;
   sa.S = 1;
   sa.chunk = p.n;
-  sa.adaptive = adaptive_select();
   const unsigned grid = static_cast<unsigned>(rows);
-  if (p.n <= kSplitThreads) topk_split_kernel<1><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-  else if (p.n <= kSplitThreads * 2) topk_split_kernel<2><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-  else if (p.n <= kSplitThreads * 4) topk_split_kernel<4><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-  else topk_split_kernel<kSplitMaxPer><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  const auto launch = [&](auto adaptive) {
+    constexpr bool A = decltype(adaptive)::value;
+    if (p.n <= kSplitThreads) topk_split_kernel<1, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+    else if (p.n <= kSplitThreads * 2) topk_split_kernel<2, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+    else if (p.n <= kSplitThreads * 4) topk_split_kernel<4, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+    else topk_split_kernel<kSplitMaxPer, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  };
+  if (adaptive_select()) launch(std::true_type{});
+  else launch(std::false_type{});
   MSA_CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -560,7 +580,6 @@ bool launch_split(Stream& st, const TopkParams& p, int64_t rows) {
       rows > kTopkRowsPerSlot)
     return false;
   SplitArgs sa;
-  sa.adaptive = adaptive_select();
   // Chunks of ~512 blocks (2 keys per thread), fewer where the merge (S x k candidates)
   // would not fit.
   sa.S = std::min({kSplitMaxS, (p.n + 511) / 512, (kSplitThreads * kSplitMaxPer) / p.k});
@@ -574,9 +593,15 @@ bool launch_split(Stream& st, const TopkParams& p, int64_t rows) {
   sa.cand_key = reinterpret_cast<uint32_t*>(ws);
   sa.cand_idx = reinterpret_cast<int32_t*>(ws + M * 4);
   const unsigned grid = static_cast<unsigned>(rows * sa.S);
-  if (sa.chunk <= kSplitThreads * 2) topk_split_kernel<2><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-  else if (sa.chunk <= kSplitThreads * 4) topk_split_kernel<4><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-  else topk_split_kernel<kSplitMaxPer><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  const auto launch = [&](auto adaptive) {
+    constexpr bool A = decltype(adaptive)::value;
+    if (sa.chunk <= kSplitThreads * 2) topk_split_kernel<2, A, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+    else if (sa.chunk <= kSplitThreads * 4)
+      topk_split_kernel<4, A, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+    else topk_split_kernel<kSplitMaxPer, A, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  };
+  if (adaptive_select()) launch(std::true_type{});
+  else launch(std::false_type{});
   MSA_CUDA_CHECK_LAUNCH();
   return true;
 }
