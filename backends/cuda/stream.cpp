@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/counter_slots.h"
 #include "backends/cuda/error_flags.h"
 #include "hal/op_id.h"
 
@@ -21,25 +22,10 @@ void throw_gpu_error(cudaError_t err, const char* what, const char* file, int li
 
 namespace {
 
-// Pool of counter slots shared by the streams of every device of this backend.
-constexpr int kCounterSlots = 64;
-std::mutex g_slot_mu;
-bool g_slot_used[kCounterSlots] = {};
-
-int acquire_counter_slot() {
-  std::lock_guard<std::mutex> lock(g_slot_mu);
-  for (int i = 0; i < kCounterSlots; ++i)
-    if (!g_slot_used[i]) {
-      g_slot_used[i] = true;
-      return i;
-    }
-  return -1;
-}
-
-void release_counter_slot(int i) {
-  if (i < 0) return;
-  std::lock_guard<std::mutex> lock(g_slot_mu);
-  g_slot_used[i] = false;
+// Counter slots per device (see counter_slots.h).
+gpu_common::CounterSlotPool<64>& counter_slots() {
+  static gpu_common::CounterSlotPool<64> pool;
+  return pool;
 }
 
 }  // namespace
@@ -68,7 +54,7 @@ Stream::Stream(std::string device_name, const DeviceProps& props) : name_(std::m
   MSA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_flag_), 2 * sizeof(int)));
   MSA_CUDA_CHECK(cudaMemsetAsync(flag_, 0, 2 * sizeof(int), stream_));
   MSA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  counter_slot_ = acquire_counter_slot();
+  counter_slot_ = counter_slots().acquire(props_.index);
 }
 
 Stream::~Stream() {
@@ -82,7 +68,7 @@ Stream::~Stream() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   // The stream is idle (synchronized above) and every launch leaves its counters at zero,
   // so the next stream can take the slot over.
-  release_counter_slot(counter_slot_);
+  counter_slots().release(props_.index, counter_slot_);
 }
 
 void Stream::activate() const {

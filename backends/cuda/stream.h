@@ -66,8 +66,8 @@ class Stream final : public hal::Stream {
   // Per-stream state of CUDA-only kernel files (the cuBLAS handle), created lazily.
   std::shared_ptr<void>& extension(int slot) { return ext_[slot]; }
   // This stream's index into the per-stream device state of kernels that keep some
-  // (arrival counters that concurrent launches must not share): the lowest index free at
-  // construction, returned to the pool by the destructor; -1 if none was free.
+  // (arrival counters that concurrent launches must not share): the lowest index free on
+  // its device at construction, returned to the pool by the destructor; -1 if none was free.
   int counter_slot() const { return counter_slot_; }
 
  private:

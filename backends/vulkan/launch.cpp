@@ -143,8 +143,9 @@ std::string check_bindable(const VulkanDevice& dev, std::initializer_list<const 
     if ((t->dtype == hal::DType::bf16 || t->dtype == hal::DType::f16) && !caps.storage16)
       return caps.name + " lacks 16-bit storage (storageBuffer16BitAccess) for " +
              hal::dtype_name(t->dtype) + " tensors";
-    const uint64_t skew = t->offset % caps.storage_align;
-    if (skew + t->nbytes() > caps.max_storage_range)
+    // The range bind() asks for (whole words): NVIDIA's limit is 2^32 - 1, not a multiple
+    // of 4, so a tensor within it by up to 3 bytes would pass here and fail there.
+    if (exceeds_binding(dev, *t))
       return "tensor " + t->str() + " is larger than this device's maxStorageBufferRange (" +
              std::to_string(caps.max_storage_range >> 20) + " MiB)";
     if (t->nbytes() / hal::dtype_size(t->dtype) >= (uint64_t{1} << 32))

@@ -616,9 +616,11 @@ bool fa_ok(const Stream& st, int kind, hal::DType dt, int D, const void* q, cons
 // waves per unit of work (each split at least 8 tiles), partials of <= 512 MiB.
 int fa_splits(int64_t groups, int64_t max_tiles, int64_t rows, int D, const DeviceProps& pr, int per_sm) {
   const int64_t sms = int64_t{std::max(1, pr.sm_count)} * per_sm;
-  int64_t smax = std::min<int64_t>(kFaMaxSplits, max_tiles / 8);
-  while (smax > 1 && smax * rows * (D + 1) * 4 > (int64_t{512} << 20)) --smax;
-  if (const int f = fa_forced_splits(); f > 0) return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(f, max_tiles)));
+  int64_t cap = kFaMaxSplits;  // partials of <= 512 MiB, forced split counts included
+  while (cap > 1 && cap * rows * (D + 1) * 4 > (int64_t{512} << 20)) --cap;
+  if (const int f = fa_forced_splits(); f > 0)
+    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({f, max_tiles, cap})));
+  const int64_t smax = std::min<int64_t>(cap, max_tiles / 8);
   if (groups <= 0 || groups >= 2 * sms || smax <= 1) return 1;
   int best = 1;
   double best_cost = static_cast<double>((groups + sms - 1) / sms);
