@@ -19,9 +19,13 @@
 // MSA_CUDA_DECODE_CLUSTER_PDL=1 (it measured slower here, see pdl_enabled).
 //
 // Cluster size: the largest power of two <= 16 (and <= the next power of two >= k) whose
-// grid (groups x C CTAs, one per SM at most) fits the SMs, lowered while the occupancy
-// calculator says fewer clusters than groups can be resident at once. B = 8 at the
-// reference shapes: 32 groups x C = 4 (4 blocks per CTA, 128 CTAs); B = 1: 4 x 16.
+// grid (groups x C CTAs, one per SM at most) fits the SMs. Where the occupancy calculator
+// says fewer clusters of C than groups can be resident at once, the C ranks of a group run
+// as plain CTAs and merge through global memory instead (merge_global; before session 5
+// C was halved until the clusters fit, leaving SMs idle). B = 8 at the reference shapes:
+// 32 groups x C = 4 (4 blocks per CTA, 128 CTAs, global merge: 30 of 32 clusters of 4
+// fit); B = 1: 4 x 16 in clusters. MSA_CUDA_DECODE_CLUSTER_MERGE=1 / 2: clusters only
+// (halving C) / global merge always.
 // MSA_CUDA_DECODE_CLUSTER=0 turns this kernel off (the split-KV kernel of
 // decode_attention.cu runs); MSA_CUDA_DECODE_CLUSTER_SIZE=n (1, 2, 4, 8, 16) forces C;
 // MSA_CUDA_DECODE_CLUSTER_OCC=2 builds for two CTAs per SM (3 stages, q re-read from
@@ -29,10 +33,11 @@
 // MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 / 2 / 3 (experiment, session 4): bulk L2 prefetch of
 // the slabs the first stages do not cover / of every slab of the guessed pages before the
 // batch scan / one prefetched line per slab the first stages do not cover.
-// Measured on the H200 (bench/NOTES.md, v5): clusters of 4 at one CTA per SM do not all
-// fit (30 of 32 at B = 8), so B = 8 runs C = 2 on 64 SMs; under ncu this kernel and the v4
-// kernel both take 20-23 us at B = 8, 1M (32 MiB): neither is near the 8 us of HBM, and
-// what bounds both is not yet known (see NOTES).
+// Measured on the H200 (bench/NOTES.md, sessions 3-5): at B = 8, 1M (32 MiB) this kernel
+// takes ~20 us under ncu with the global merge (22 us with C = 2 clusters on 64 SMs), the
+// v4 kernel 23 us, while loaders that only read the same slabs take ~10.5 us
+// (msa-slab-probe): the per-CTA chain (ids, pages, slabs, in-order compute, merge) bounds
+// it, not the bytes in flight.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
