@@ -34,6 +34,7 @@
 #include <type_traits>
 
 #include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
+#include "backends/cuda/kernels/kv_splits.h"
 #include "backends/cuda/kernels/portable/attention_kernels.cuh"
 #include "backends/cuda/kernels/portable/attention_launch.cuh"
 #include "hal/env.h"
@@ -611,27 +612,10 @@ bool fa_ok(const Stream& st, int kind, hal::DType dt, int D, const void* q, cons
   return a16(q) && a16(kc) && a16(vc) && a16(out);
 }
 
-// KV splits for `groups` blocks of at most `max_tiles` tiles: when the blocks fill the
-// GPU (per_sm resident per SM) fewer than twice, the split count that minimises the
-// waves per unit of work (each split at least 8 tiles), partials of <= 512 MiB.
+// KV splits (kv_splits.h): each split at least 8 tiles, per_sm blocks resident per SM.
 int fa_splits(int64_t groups, int64_t max_tiles, int64_t rows, int D, const DeviceProps& pr, int per_sm) {
-  const int64_t sms = int64_t{std::max(1, pr.sm_count)} * per_sm;
-  int64_t cap = kFaMaxSplits;  // partials of <= 512 MiB, forced split counts included
-  while (cap > 1 && cap * rows * (D + 1) * 4 > (int64_t{512} << 20)) --cap;
-  if (const int f = fa_forced_splits(); f > 0)
-    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({f, max_tiles, cap})));
-  const int64_t smax = std::min<int64_t>(cap, max_tiles / 8);
-  if (groups <= 0 || groups >= 2 * sms || smax <= 1) return 1;
-  int best = 1;
-  double best_cost = static_cast<double>((groups + sms - 1) / sms);
-  for (int64_t s = 2; s <= smax; ++s) {
-    const double cost = static_cast<double>((groups * s + sms - 1) / sms) / s * 1.05;  // merge pass
-    if (cost < best_cost) {
-      best_cost = cost;
-      best = static_cast<int>(s);
-    }
-  }
-  return best;
+  return gpu_common::choose_kv_splits(groups, max_tiles, rows, D, int64_t{std::max(1, pr.sm_count)} * per_sm,
+                                      kFaMaxSplits, 8, fa_forced_splits());
 }
 
 template <class OpParams>

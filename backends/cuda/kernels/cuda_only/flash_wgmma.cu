@@ -32,6 +32,7 @@
 #include "backends/cuda/kernels/cuda_only/hopper_probe.h"
 #include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
 #include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
+#include "backends/cuda/kernels/kv_splits.h"
 #include "backends/cuda/kernels/portable/attention_kernels.cuh"
 #include "backends/cuda/kernels/portable/attention_launch.cuh"
 #include "hal/env.h"
@@ -424,27 +425,12 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
 #endif
 }
 
-// Splits for `groups` blocks of at most `max_tiles` tiles (one block per SM): when the
-// blocks fill the GPU fewer than twice, the split count that minimises waves per unit of
-// work (each split at least 4 tiles), partials of <= 512 MiB. MSA_CUDA_FLASH_SPLITS=n
-// forces n, as for flash_prefill.cu.
+// KV splits (kv_splits.h, shared with flash_prefill.cu): one block per SM, each split at
+// least 4 tiles; MSA_CUDA_FLASH_SPLITS=n forces n, as for flash_prefill.cu.
 int wg_splits(int64_t groups, int64_t max_tiles, int64_t rows, const DeviceProps& pr) {
   static const int forced = std::clamp(env_int("MSA_CUDA_FLASH_SPLITS", 0), 0, kWgMaxSplits);
-  const int64_t sms = std::max(1, pr.sm_count);
-  int64_t smax = std::min<int64_t>(kWgMaxSplits, max_tiles / 4);
-  while (smax > 1 && smax * rows * (kWgD + 1) * 4 > (int64_t{512} << 20)) --smax;
-  if (forced > 0) return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(forced, max_tiles)));
-  if (groups <= 0 || groups >= 2 * sms || smax <= 1) return 1;
-  int best = 1;
-  double best_cost = static_cast<double>((groups + sms - 1) / sms);
-  for (int64_t s = 2; s <= smax; ++s) {
-    const double cost = static_cast<double>((groups * s + sms - 1) / sms) / s * 1.05;  // merge pass
-    if (cost < best_cost) {
-      best_cost = cost;
-      best = static_cast<int>(s);
-    }
-  }
-  return best;
+  return gpu_common::choose_kv_splits(groups, max_tiles, rows, kWgD, std::max(1, pr.sm_count), kWgMaxSplits, 4,
+                                      forced);
 }
 
 template <int DT, bool PP>
