@@ -30,9 +30,8 @@
 // decode_attention.cu runs); MSA_CUDA_DECODE_CLUSTER_SIZE=n (1, 2, 4, 8, 16) forces C;
 // MSA_CUDA_DECODE_CLUSTER_OCC=2 builds for two CTAs per SM (3 stages, q re-read from
 // shared memory); MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry;
-// MSA_CUDA_DECODE_CLUSTER_PREFETCH=1 / 2 / 3 (experiment, session 4): bulk L2 prefetch of
-// the slabs the first stages do not cover / of every slab of the guessed pages before the
-// batch scan / one prefetched line per slab the first stages do not cover.
+// (The session-4 experiment MSA_CUDA_DECODE_CLUSTER_PREFETCH, L2 prefetches of the later
+// slabs, measured slower and is gone: bench/NOTES.md.)
 // Measured on the H200 (bench/NOTES.md, sessions 3-5): at B = 8, 1M (32 MiB) this kernel
 // takes ~20 us under ncu with the global merge (22 us with C = 2 clusters on 64 SMs), the
 // v4 kernel 23 us, while loaders that only read the same slabs take ~10.5 us
@@ -86,7 +85,6 @@ struct ClParams {
   int slot = 0;  // this stream's counters: g_cl_ctr[slot][group] (indexed on the device)
   int guess_b = 0;   // NQ == B: query block qb is probably sequence qb
   float scale_log2 = 1.0f;
-  int prefetch = 0;  // MSA_CUDA_DECODE_CLUSTER_PREFETCH: 0 off, 1 / 2 / 3 (see the kernel)
 };
 
 template <int NS>
@@ -100,15 +98,44 @@ struct ClLayout {
   static_assert(NS * kHalf >= kWarps * kGrp * kD * 4, "combine area");
 };
 
-// Hopper bulk prefetch of `bytes` (a multiple of 16) at `src` (16-byte aligned) into L2:
-// one instruction per slab, no shared memory, no completion to wait for.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void prefetch_l2_line(const void* src) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src) : "memory");
+// locate_qblock for batches of at most 32 sequences by one warp: lane b reads sequence b
+// (with the same validation and flags), an inclusive scan of the query blocks per sequence
+// finds the first sequence whose blocks reach past qb. Instead of every thread's serial
+// walk over the sequences (a chain of loads and divisions per sequence). The answer
+// {b, t0, ntok, p0, kv} (b = -1, ntok = 0 when not found) goes to `out` in shared memory.
+__device__ __forceinline__ void locate_qblock_warp(const Batch& bt, int Qb, int64_t qb, int64_t NQ, bool check_nq,
+                                                   int* out) {
+  const int lane = threadIdx.x % 32;
+  Seq s;
+  int nb = 0;
+  if (lane < bt.B) {
+    s = load_seq(bt, lane, check_nq);
+    nb = s.ok ? seq_qblocks(s, Qb) : 0;
+  }
+  int64_t incl = nb;
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const int64_t v = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += v;
+  }
+  // incl never decreases over the lanes: the first lane past qb holds it (and has nb > 0).
+  const unsigned past = __ballot_sync(0xffffffffu, lane < bt.B && qb < incl);
+  const int hit = past ? __ffs(static_cast<int>(past)) - 1 : -1;
+  if (lane == hit) {
+    const int first = s.kv - s.qlen;  // position of the sequence's first token
+    const int blk = first / Qb + static_cast<int>(qb - (incl - nb));
+    const int pstart = max(first, blk * Qb), pend = min(s.kv - 1, blk * Qb + Qb - 1);
+    out[0] = lane;
+    out[1] = s.q0 + (pstart - first);
+    out[2] = pend - pstart + 1;
+    out[3] = pstart;
+    out[4] = s.kv;
+  } else if (hit < 0 && lane == 0) {
+    out[0] = -1;
+    out[1] = out[2] = out[3] = out[4] = 0;
+  }
+  const int64_t total = __shfl_sync(0xffffffffu, incl, 31);  // lanes >= B add nothing
+  if (check_nq && lane == 0 && total != NQ) raise_flag(bt.flag, kErrNQ, bt.op);
 }
 
 __device__ __forceinline__ void cluster_sync_all() {
@@ -117,10 +144,12 @@ __device__ __forceinline__ void cluster_sync_all() {
 
 // Global merge of a group's C partials (ClParams::gmerge): this CTA's partial (xo: [16]
 // [XROW] O, xml: 16 max (base 2) then 16 sums, in shared memory) goes to ws[group][rank];
-// after a fence the CTA counts itself in on ctr[group], and the last of the C to arrive
-// (every other partial is then visible to it) combines them in rank order (deterministic
-// whatever the arrival order), writes the group's 16 rows of out and lse, and resets the
-// counter for the next launch. No CTA waits for another: no co-residency needed.
+// after the block barrier, thread 0 counts the CTA in on ctr[group] with an acq_rel
+// atomic (the release covers the whole block's stores, ordered before it by the barrier:
+// one fence for the CTA instead of one per thread), and the last of the C to arrive
+// combines them in rank order (deterministic whatever the arrival order), writes the
+// group's 16 rows of out and lse, and resets the counter for the next launch. No CTA
+// waits for another: no co-residency needed.
 template <int DT>
 __device__ void merge_global(const ClParams& cp, const float* xo, const float* xml, int64_t grp, int rank,
                              int64_t tok, int g, int& s_last) {
@@ -132,31 +161,51 @@ __device__ void merge_global(const ClParams& cp, const float* xo, const float* x
   unsigned int* ctr = g_cl_ctr + int64_t{cp.slot} * kGmPerSlot + grp;
   float* mine = cp.ws + (grp * C + rank) * int64_t{kGmStride};
   __syncthreads();  // xo is complete (the cluster path's barrier does this there)
-  for (int i = tid; i < kGrp * kD; i += kThreads) mine[i] = xo[(i / kD) * XROW + i % kD];
+  for (int i = tid; i < kGrp * kD / 4; i += kThreads) {
+    const int row = i / (kD / 4), c4 = i % (kD / 4);
+    reinterpret_cast<float4*>(mine)[i] = *reinterpret_cast<const float4*>(xo + row * XROW + c4 * 4);
+  }
   if (tid < 2 * kGrp) mine[kGrp * kD + tid] = xml[tid];
-  __threadfence();
   __syncthreads();
-  if (tid == 0) s_last = atomicAdd(ctr, 1u) == static_cast<unsigned>(C - 1) ? 1 : 0;
-  __syncthreads();
+  if (tid == 0) {
+    unsigned int before;
+    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;\n" : "=r"(before) : "l"(ctr) : "memory");
+    s_last = before == static_cast<unsigned>(C - 1) ? 1 : 0;
+  }
+  __syncthreads();  // thread 0's acquire, then this barrier: the other partials are visible
   if (!s_last) return;
-  __threadfence();  // the other ranks' partials (fenced before their arrival) are visible
   const float* base = cp.ws + grp * C * int64_t{kGmStride};
-  // Thread (row, 8-dim segment): 16 x 16 = 256 threads.
+  // Thread (row, 8-dim segment): 16 x 16 = 256 threads. One pass, ranks in order, four
+  // ranks' loads in flight at once; the running max rescales what is summed so far.
   const int row = tid / 16, seg = tid % 16;
-  float M = ninf;
-  for (int s = 0; s < C; ++s) M = fmaxf(M, __ldcg(base + s * int64_t{kGmStride} + kGrp * kD + row));
-  float l = 0.0f;
+  float M = ninf, l = 0.0f;
   float4 a0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), a1 = a0;
-  for (int s = 0; s < C; ++s) {
-    const float* src = base + s * int64_t{kGmStride};
-    const float ms = __ldcg(src + kGrp * kD + row);
-    if (ms == ninf) continue;  // no key of this rank: nothing to add
-    const float w = exp2f(ms - M);
-    l += w * __ldcg(src + kGrp * kD + kGrp + row);
-    const float4 x0 = __ldcg(reinterpret_cast<const float4*>(src + row * kD + seg * 8));
-    const float4 x1 = __ldcg(reinterpret_cast<const float4*>(src + row * kD + seg * 8 + 4));
-    a0 = make_float4(fmaf(w, x0.x, a0.x), fmaf(w, x0.y, a0.y), fmaf(w, x0.z, a0.z), fmaf(w, x0.w, a0.w));
-    a1 = make_float4(fmaf(w, x1.x, a1.x), fmaf(w, x1.y, a1.y), fmaf(w, x1.z, a1.z), fmaf(w, x1.w, a1.w));
+  for (int s0 = 0; s0 < C; s0 += 4) {
+    float ms[4], ls[4];
+    float4 x0[4], x1[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      ms[u] = ninf;
+      if (s0 + u < C) {
+        const float* src = base + (s0 + u) * int64_t{kGmStride};
+        ms[u] = __ldcg(src + kGrp * kD + row);
+        ls[u] = __ldcg(src + kGrp * kD + kGrp + row);
+        x0[u] = __ldcg(reinterpret_cast<const float4*>(src + row * kD + seg * 8));
+        x1[u] = __ldcg(reinterpret_cast<const float4*>(src + row * kD + seg * 8 + 4));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      if (ms[u] == ninf) continue;  // no key of this rank (or past C): nothing to add
+      const float Mn = fmaxf(M, ms[u]);
+      const float r = exp2f(M - Mn), w = exp2f(ms[u] - Mn);  // r = 0 while M is -inf
+      M = Mn;
+      l = fmaf(l, r, w * ls[u]);
+      a0 = make_float4(fmaf(w, x0[u].x, a0.x * r), fmaf(w, x0[u].y, a0.y * r), fmaf(w, x0[u].z, a0.z * r),
+                       fmaf(w, x0[u].w, a0.w * r));
+      a1 = make_float4(fmaf(w, x1[u].x, a1.x * r), fmaf(w, x1[u].y, a1.y * r), fmaf(w, x1[u].z, a1.z * r),
+                       fmaf(w, x1[u].w, a1.w * r));
+    }
   }
   const int64_t oid = tok * p.Hq + g * kGrp + row;
   T* out = static_cast<T*>(p.o.out) + oid * kD + seg * 8;
@@ -184,6 +233,7 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   using T = typename Elem<DT>::T;
   extern __shared__ __align__(128) char smem[];
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
+  __shared__ int s_qblock[5];  // locate_qblock_warp's answer
   __shared__ int s_page[kMaxE], s_nk[kMaxE];  // this rank's blocks: page, keys to use (0: none)
   __shared__ float s_m[kWarps][kGrp], s_l[kWarps][kGrp];
   __shared__ float s_cm[kGrp], s_cl[kGrp], s_cw[kGrp];  // cluster merge: [rank][row] (C x 16/C)
@@ -204,55 +254,55 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   const int64_t qb = x / p.Hkv;
 
   // This rank's entries and (speculatively: query block qb = sequence qb) their pages are
-  // loaded while the batch scan runs.
+  // loaded by warps 1.. while warp 0 locates the query block (small batches): neither
+  // waits for the other's loads. Entry j belongs to thread kEntry0 + j.
+  constexpr int kEntry0 = 32;
+  static_assert(kEntry0 + kMaxE <= kThreads, "one thread per entry");
   const int e0 = rank * cp.E;
   const int ne = max(0, min(p.k, e0 + cp.E) - e0);
+  const int te = tid - kEntry0;  // this thread's entry, if 0 <= te < ne
   const int32_t* entries = p.bidx + (qb * p.Hs + (p.Hs == 1 ? 0 : g)) * int64_t{p.k};
   int c_raw = -1, pg_raw = -1;
-  if (tid < ne) {
-    c_raw = entries[e0 + tid];
+  if (te >= 0 && te < ne) {
+    c_raw = entries[e0 + te];
     if (cp.guess_b && c_raw >= 0 && c_raw < p.bt.max_blocks) pg_raw = p.bt.block_table[qb * p.bt.max_blocks + c_raw];
-    // PREFETCH=2: the guessed page's whole K and V slabs, before the batch scan (a wrong
-    // guess only costs bytes; an in-range page id keeps the address inside the caches).
-    if (cp.prefetch == 2 && pg_raw >= 0 && pg_raw < p.bt.P) {
-      const int64_t off = (int64_t{pg_raw} * p.Hkv + g) * kHalf;
-      prefetch_l2_bulk(p.kc + off, kHalf);
-      prefetch_l2_bulk(p.vc + off, kHalf);
-    }
   }
-  const Batch bt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
-  const QBlock q = locate_qblock(bt, p.Qb, qb, p.NQ, blockIdx.x == 0);
+  QBlock q;
+  if (p.bt.B <= 32) {
+    if (warp == 0) locate_qblock_warp(p.bt, p.Qb, qb, p.NQ, blockIdx.x == 0, s_qblock);
+    __syncthreads();
+    q.b = s_qblock[0];
+    q.t0 = s_qblock[1];
+    q.ntok = s_qblock[2];
+    q.p0 = s_qblock[3];
+    q.kv = s_qblock[4];
+  } else {
+    const Batch bt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
+    q = locate_qblock(bt, p.Qb, qb, p.NQ, blockIdx.x == 0);
+  }
   if (q.ntok <= rc) return;  // no token here: uniform over the cluster (no cluster barrier yet)
   const int b = q.b, kv = q.kv;
   const int64_t tok = q.t0 + rc;
   const int lim = min(kv - 1, q.p0 + rc);  // last visible position
-  if (tid < ne) {
+  // The q rows are requested before any slab: behind 160 KiB of copies they would arrive
+  // last, and the first half could not be consumed before them (session 6 profile).
+  const int q_r = tid / 16, q_ch = tid % 16;
+  const uint4 q_val = ldg16(static_cast<const char*>(p.q) + (tok * p.Hq + g * kGrp + q_r) * kRowB + q_ch * 16);
+  if (te >= 0 && te < ne) {
     int nk = 0, pg = -1;
     if (c_raw >= 0 && c_raw < (kv + kBs - 1) / kBs) {  // else: contributes nothing
       const bool have_pg = cp.guess_b && b == qb;
       pg = checked_page(p.bt, have_pg ? pg_raw : p.bt.block_table[int64_t{b} * p.bt.max_blocks + c_raw]);
       if (pg >= 0) nk = max(0, min(kBs, lim - c_raw * kBs + 1));
     }
-    s_page[tid] = pg;
-    s_nk[tid] = nk;
+    s_page[te] = pg;
+    s_nk[te] = nk;
   }
   __syncthreads();
 
   // ---- copies: half h = block h / 2, K (h even) or V (h odd), into stage h % NS ----
   const uint32_t sbase = smem_u32(smem);
   const int nh = 2 * ne;
-  // Experiment (bench/NOTES.md, session 4): start every slab's DRAM reads (and address
-  // translation) now instead of when a stage frees up. 1: bulk L2 prefetch of the halves
-  // the first NS - 1 copies do not cover; 3: one prefetched line per such half
-  // (translation warm-up only); 2: see above. Thread h serves half h (nh <= 256 threads).
-  if ((cp.prefetch == 1 || cp.prefetch == 3) && tid < nh && tid >= NS - 1) {
-    const int j = tid >> 1, nk = s_nk[j];
-    if (nk > 0) {
-      const char* src = ((tid & 1) ? p.vc : p.kc) + (int64_t{s_page[j]} * p.Hkv + g) * kHalf;
-      if (cp.prefetch == 3) prefetch_l2_line(src);
-      else prefetch_l2_bulk(src, static_cast<uint32_t>(nk * kRowB));
-    }
-  }
   // Thread tid copies 16-byte chunk ch_t of rows key_t + 16 i (i < 8); the swizzle
   // (chunk ^ row & 7) is the same for all of them.
   const int ch_t = tid % 16, key_t = tid / 16;
@@ -277,11 +327,7 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   for (int s = 0; s < NS - 1; ++s) issue(s);
 
   // ---- q rows -> shared (swizzled) -> A fragments ----
-  {
-    const int r = tid / 16, ch = tid % 16;
-    const char* qg = static_cast<const char*>(p.q) + (tok * p.Hq + g * kGrp + r) * kRowB + ch * 16;
-    *reinterpret_cast<uint4*>(smem + L::Q_OFF + r * kRowB + ((ch ^ (r & 7)) << 4)) = ldg16(qg);
-  }
+  *reinterpret_cast<uint4*>(smem + L::Q_OFF + q_r * kRowB + ((q_ch ^ (q_r & 7)) << 4)) = q_val;
   __syncthreads();
   constexpr bool kHoldQ = OCC == 1;
   uint32_t qa[kHoldQ ? kD / 16 : 1][4];
@@ -431,11 +477,6 @@ bool pdl_enabled() {
   static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER_PDL", 0) != 0 && env_int("MSA_CUDA_DECODE_PDL", 1) != 0;
   return on;
 }
-int prefetch_mode() {
-  static const int m = static_cast<int>(
-      parse_env_int("MSA_CUDA_DECODE_CLUSTER_PREFETCH", std::getenv("MSA_CUDA_DECODE_CLUSTER_PREFETCH"), 0, 0, 3));
-  return m;
-}
 // CTAs per SM the kernel is built for (1 or 2).
 int occupancy_mode() {
   static const int n = env_int("MSA_CUDA_DECODE_CLUSTER_OCC", 1) == 2 ? 2 : 1;
@@ -565,7 +606,6 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
   p.sp = sp;
   p.guess_b = sp.NQ == sp.bt.B ? 1 : 0;
   p.scale_log2 = sp.scale * 1.4426950408889634f;
-  p.prefetch = prefetch_mode();
   const int mode = merge_mode();
   // Global merge needs this stream's counters and groups that fit them.
   const int slot = mode == 1 || groups > kGmPerSlot ? -1 : stream_slot(st, kGmSlots);
