@@ -4,19 +4,14 @@
 # (source page printed as CSV), and the SASS size of every kernel (cuobjdump). From the
 # repo root there, after source .device-deps/unpack.sh:  S=<tree> bash <S>/bench/dec6a_device_run.sh
 set -u
-S=$(cd "${S:-.}" && pwd)
-LOG=${LOGS:-/tmp/dec6a-logs}
-mkdir -p "$LOG"
-B=/tmp/build-dec6a
-LOG=$LOG source "$S/bench/device_cuda_build.sh" msa_cli
-M=$B/tools/msa
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+source "${S:-.}/bench/device_variants.sh"
+device_setup dec6a msa_cli
 CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)
 LIB=$(find "$B" -name 'libmsa*.so*' -type f | head -1)
 echo "lib $LIB"
 # SASS instructions per kernel.
 "$CUOBJDUMP" -sass "$LIB" > "$LOG/sass.txt" 2>&1
-awk '/Function :/ {name=$3} /\/\*[0-9a-f]{4,5}\*\// {n[name]++} END {for (k in n) print n[k], k}' "$LOG/sass.txt" |
+awk '/Function :/ {name=$3} /\/\*[0-9a-f]+\*\// {n[name]++} END {for (k in n) print n[k], k}' "$LOG/sass.txt" |
   sort -rn > "$LOG/sass_sizes.txt"
 head -30 "$LOG/sass_sizes.txt"
 prof() {  # name kernel-regex layer-args...

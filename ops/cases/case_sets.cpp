@@ -215,6 +215,15 @@ void add_full_attention(CaseList& c) {
     c.push_back(sparse_attention_case(m3({{1, 1, 1}, {1500, 300, 2200}}, 1, 16, kBF16, SelectionMode::shared)));
     c.push_back(sparse_attention_case(m3({{3, 1}, {1000, 300}}, 1, 4)));
     c.push_back(sparse_attention_case(m3({{40}, {2000}}, 64, 4)));
+    // Past one warp's batch scan (B = 40: every thread walks the sequences) and at its
+    // edge (B = 32 with a sequence without queries: NQ != B, so no page is guessed).
+    Lens b40{std::vector<int32_t>(40, 1), std::vector<int32_t>(40)};
+    for (int i = 0; i < 40; ++i) b40.kv[static_cast<size_t>(i)] = 1 + (97 + 613 * i) % 2300;
+    c.push_back(sparse_attention_case(m3(b40, 1, 16)));
+    Lens b32{std::vector<int32_t>(32, 1), std::vector<int32_t>(32)};
+    for (int i = 0; i < 32; ++i) b32.kv[static_cast<size_t>(i)] = 1 + (211 + 389 * i) % 1500;
+    b32.q[5] = 0;
+    c.push_back(sparse_attention_case(m3(b32, 1, 8)));
   }
   // Prefill shapes (T > 512: past the CUDA decode kernels, so the CUDA flash prefill kernel
   // runs): GQA packing at G = 16 / 8 / 2, a varlen batch (one sequence from empty, one on

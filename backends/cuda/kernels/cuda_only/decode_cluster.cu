@@ -32,11 +32,13 @@
 // shared memory); MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry;
 // (The session-4 experiment MSA_CUDA_DECODE_CLUSTER_PREFETCH, L2 prefetches of the later
 // slabs, measured slower and is gone: bench/NOTES.md.)
-// Measured on the H200 (bench/NOTES.md, sessions 3-5): at B = 8, 1M (32 MiB) this kernel
-// takes ~20 us under ncu with the global merge (22 us with C = 2 clusters on 64 SMs), the
-// v4 kernel 23 us, while loaders that only read the same slabs take ~10.5 us
-// (msa-slab-probe): the per-CTA chain (ids, pages, slabs, in-order compute, merge) bounds
-// it, not the bytes in flight.
+// Measured on the H200 (bench/NOTES.md, sessions 3-6): at B = 8, 1M (32 MiB) this kernel
+// takes ~17 us under ncu (session 5: 20 us, before q was requested ahead of the slabs;
+// 22 us with C = 2 clusters on 64 SMs), the v4 kernel 23 us, while loaders that only read
+// the same slabs take ~10.5 us (msa-slab-probe): the per-CTA chain (ids, pages, slabs,
+// in-order compute, merge) bounds it, not the bytes in flight. Tried in session 6 and
+// dropped: stages fed by one bulk copy per 256-byte row on mbarriers (42 us: the copy
+// engine's rate on small copies), a rescale slack in the online softmax (no change).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -240,9 +242,6 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   __shared__ float s_fm[kGrp], s_fl[kGrp];
   __shared__ int s_last;
 
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
   const float ninf = __int_as_float(0xff800000u);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int C = cp.C;
@@ -252,6 +251,11 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   x /= p.nrc;
   const int g = static_cast<int>(x % p.Hkv);
   const int64_t qb = x / p.Hkv;
+  // With programmatic launch the block gets here (parameters read) while the previous
+  // kernel still runs; from here on it reads memory that kernel may write.
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 
   // This rank's entries and (speculatively: query block qb = sequence qb) their pages are
   // loaded by warps 1.. while warp 0 locates the query block (small batches): neither
@@ -472,7 +476,8 @@ int forced_cluster_size() {
 }
 // Programmatic dependent launch: off unless MSA_CUDA_DECODE_CLUSTER_PDL=1. On the H200
 // (second run, bench/NOTES.md v5) B = 8 at 1M took 43.4 us queued with it and 27.8
-// without (B = 1: 42.5 / 27.7), while the v4 kernel gains 1-2 us from it.
+// without (B = 1: 42.5 / 27.7), while the v4 kernel gains 1-2 us from it. Session 6, with
+// the wait after the parameter math: no difference at B = 1 or 8 (0.018-0.019 ms queued).
 bool pdl_enabled() {
   static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER_PDL", 0) != 0 && env_int("MSA_CUDA_DECODE_PDL", 1) != 0;
   return on;
