@@ -1,15 +1,11 @@
 #!/usr/bin/env bash
-# Session 6, last call: the final check of the version (gpu_final_run.sh "build check
+# Session 6, sixth call: the check of the version (gpu_final_run.sh "build check
 # test"), then the B = 1 sparse decode with the global merge and smaller C against the
 # cluster merge (queued layer op ms, ncu kernel us). From the repo root there, after
 # source .device-deps/unpack.sh:  MSA_SRC=<tree> bash <tree>/bench/dec6e_device_run.sh
 set -u
-S=$(cd "${MSA_SRC:-.}" && pwd)
-bash "$S/bench/gpu_final_run.sh" "build check test"
-source "$S/bench/device_variants.sh"
-M=$PWD/build-final/tools/msa
-LOG=${LOGS:-/tmp/msa-final-logs}
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+source "${MSA_SRC:-.}/bench/device_variants.sh"
+final_check_setup
 measure_variants "auto: global:MSA_CUDA_DECODE_CLUSTER_MERGE=2
   global-c8:MSA_CUDA_DECODE_CLUSTER_MERGE=2,MSA_CUDA_DECODE_CLUSTER_SIZE=8
   global-c4:MSA_CUDA_DECODE_CLUSTER_MERGE=2,MSA_CUDA_DECODE_CLUSTER_SIZE=4

@@ -2,6 +2,8 @@
 # and runs an op's checks and measurements once per "variant" (name:ENV=1,ENV2=2; an empty
 # environment is the default routing).
 #   device_setup <log name> <targets...>   S, LOG, B, M, NCU, SAN; builds (device_cuda_build.sh)
+#   final_check_setup   gpu_final_run.sh "build check test" of $MSA_SRC, then M, LOG, NCU,
+#     SAN for its build
 #   check_variants "<variants>" <msa check args...>   in parallel; prints one line each
 #   measure_variants "<variants>" "<B ctx>"...   queued layer op ms and ncu kernel us
 #     of the kernels matching $KERNEL_RE (default cluster_decode)
@@ -14,6 +16,15 @@ device_setup() {
   B=/tmp/build-$name
   LOG=$LOG source "$S/bench/device_cuda_build.sh" "$@"
   M=$B/tools/msa
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
+}
+
+final_check_setup() {
+  S=$(cd "${MSA_SRC:-.}" && pwd)
+  bash "$S/bench/gpu_final_run.sh" "build check test"
+  M=$PWD/build-final/tools/msa
+  LOG=${LOGS:-/tmp/msa-final-logs}
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
 }

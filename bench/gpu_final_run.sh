@@ -51,6 +51,7 @@ if has check; then
         topk-one-block-off:MSA_TOPK_ONE_BLOCK=0 topk-adaptive-off:MSA_TOPK_ADAPTIVE=0
         flash-wgmma-off:MSA_CUDA_FLASH_WGMMA=0 flash-wgmma-lockstep:MSA_CUDA_FLASH_WGMMA=1
         cluster-merge-dsmem:MSA_CUDA_DECODE_CLUSTER_MERGE=1 cluster-merge-global:MSA_CUDA_DECODE_CLUSTER_MERGE=2
+        cluster-tma:MSA_CUDA_DECODE_CLUSTER_TMA=1
         ${EXTRA_ROUTINGS:-}"
   for run in $RUNS; do
     name=${run%%:*}; envv=${run#*:}

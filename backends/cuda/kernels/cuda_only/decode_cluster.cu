@@ -50,7 +50,10 @@
 #include <mutex>
 #include <tuple>
 
+#include "backends/cuda/kernels/cuda_only/hopper_probe.h"
+#include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
 #include "backends/cuda/kernels/cuda_only/mma_sync.cuh"
+#include "backends/cuda/kernels/cuda_only/tensor_map.h"
 #include "backends/cuda/kernels/portable/attention_kernels.cuh"
 #include "backends/cuda/kernels/portable/attention_launch.cuh"
 
@@ -228,12 +231,30 @@ __device__ void merge_global(const ClParams& cp, const float* xo, const float* x
 // row chunk = token of the query block).
 // OCC: CTAs per SM the kernel is built for. 1: q fragments in registers, up to 6 stages;
 // 2: <= 128 registers (q fragments re-read from shared memory), 3 stages.
-template <int DT, int NS, int OCC>
-__global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClParams cp) {
+// TMA (OCC = 1 only): the halves land by TMA tile loads (tmk / tmv: the K and V caches as
+// [pages x Hkv x 128 rows][128] matrices, two 64-column boxes of 128 rows per half, the
+// 128-byte swizzle) issued by one thread, each completing on its stage's "full" mbarrier;
+// a warp waits for the half it needs there and frees the stage on the "empty" mbarrier
+// when done, so there is no block barrier per half and no per-thread copy instruction
+// (session 6 profile: ~2 us of barrier waits and ~1 us of cp.async issue at B = 8). The
+// whole 128-row slab is read; V rows past the valid keys are masked in registers. Off by
+// default: no faster than the cp.async stages (tma_enabled).
+template <int DT, int NS, int OCC, bool TMA>
+__global__ void __launch_bounds__(kThreads, OCC)
+    cluster_decode_kernel(const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv,
+                          const ClParams cp) {
+  static_assert(!TMA || OCC == 1, "the TMA stages hold q in registers");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters, TMA: sm_90 only (the launch asks hopper_code_present)
+#else
   using L = ClLayout<NS>;
+  constexpr int kPanelRows = TMA ? kBs : 0;  // tile_chunk layout of the stages
   const SparseParams& p = cp.sp;
   using T = typename Elem<DT>::T;
-  extern __shared__ __align__(128) char smem[];
+  extern __shared__ __align__(128) char smem_raw[];
+  // TMA's 128-byte swizzle repeats every 1024 bytes: the stages start 1024-aligned (the
+  // launch adds 1024 bytes of slack).
+  char* const smem = TMA ? smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u) : smem_raw;
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
   __shared__ int s_qblock[5];  // locate_qblock_warp's answer
   __shared__ int s_page[kMaxE], s_nk[kMaxE];  // this rank's blocks: page, keys to use (0: none)
@@ -241,10 +262,22 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   __shared__ float s_cm[kGrp], s_cl[kGrp], s_cw[kGrp];  // cluster merge: [rank][row] (C x 16/C)
   __shared__ float s_fm[kGrp], s_fl[kGrp];
   __shared__ int s_last;
+  __shared__ __align__(8) uint64_t s_bar[TMA ? 2 * NS : 1];  // TMA: full[NS], then empty[NS]
 
   const float ninf = __int_as_float(0xff800000u);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int C = cp.C;
+#if __CUDA_ARCH__ >= 900
+  if constexpr (TMA) {
+    if (tid == 0) {  // published to the other warps by the barriers before the first copy
+      for (int i = 0; i < NS; ++i) {
+        hopper::mbar_init(smem_u32(&s_bar[i]), 1);            // the issuing thread + the bytes
+        hopper::mbar_init(smem_u32(&s_bar[NS + i]), kWarps);  // one arrival per warp
+      }
+      hopper::fence_mbar_init();
+    }
+  }
+#endif
   const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(C));
   int64_t x = blockIdx.x / static_cast<unsigned>(C);
   const int rc = static_cast<int>(x % p.nrc);
@@ -312,6 +345,23 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   const int ch_t = tid % 16, key_t = tid / 16;
   const int64_t goff_t = int64_t{key_t} * kRowB + ch_t * 16;
   const uint32_t soff_t = key_t * kRowB + ((ch_t ^ (key_t & 7)) << 4);
+  // TMA, thread 0: half h (< nh) into stage h % NS; an unused block only completes the
+  // stage's phase (no bytes).
+  auto issue_tma = [&](int h) {
+#if __CUDA_ARCH__ >= 900
+    const int j = h >> 1, st = h % NS;
+    const uint32_t full = smem_u32(&s_bar[st]), dst = sbase + st * kHalf;
+    if (s_nk[j] > 0) {
+      hopper::mbar_arrive_expect_tx(full, kHalf);
+      const int row0 = (s_page[j] * p.Hkv + g) * kBs;  // < 2^31: checked by the launch
+      const void* map = (h & 1) ? static_cast<const void*>(&tmv) : static_cast<const void*>(&tmk);
+      hopper::tma_load_2d(dst, map, 0, row0, full);
+      hopper::tma_load_2d(dst + kBs * 128, map, 64, row0, full);
+    } else {
+      hopper::mbar_arrive(full);
+    }
+#endif
+  };
   auto issue = [&](int h) {
     if (h < nh) {
       const int j = h >> 1, nk = s_nk[j];
@@ -327,8 +377,13 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
     }
     cp_async_commit();
   };
+  if constexpr (TMA) {
+    if (tid == 0)
+      for (int h = 0; h < min(NS, nh); ++h) issue_tma(h);
+  } else {
 #pragma unroll
-  for (int s = 0; s < NS - 1; ++s) issue(s);
+    for (int s = 0; s < NS - 1; ++s) issue(s);
+  }
 
   // ---- q rows -> shared (swizzled) -> A fragments ----
   *reinterpret_cast<uint4*>(smem + L::Q_OFF + q_r * kRowB + ((q_ch ^ (q_r & 7)) << 4)) = q_val;
@@ -348,25 +403,42 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
   bool act = false;  // this warp has keys in the current block (warp-uniform)
 
   for (int h = 0; h < nh; ++h) {
-    cp_async_wait<NS - 2>();
-    __syncthreads();  // half h has landed for every thread; stage (h - 1) % NS is free
-    issue(h + NS - 1);
+    const int st = h % NS;
+    if constexpr (TMA) {
+#if __CUDA_ARCH__ >= 900
+      hopper::mbar_wait(smem_u32(&s_bar[st]), static_cast<uint32_t>(h / NS) & 1u);  // half h has landed
+#endif
+    } else {
+      cp_async_wait<NS - 2>();
+      __syncthreads();  // half h has landed for every thread; stage (h - 1) % NS is free
+      issue(h + NS - 1);
+    }
     const int nk = s_nk[h >> 1];
-    const uint32_t buf = sbase + (h % NS) * kHalf;
+    const uint32_t buf = sbase + st * kHalf;
     if ((h & 1) == 0) {
       act = kb < nk;
       if (act) {  // one token: rows gq and gq + 8 see the same keys
         float sacc[2][4];
-        if constexpr (kHoldQ) warp_qk<DT, kD>(qa, buf, kb, lane, kD / 16, sacc);
+        if constexpr (kHoldQ) warp_qk<DT, kD, kPanelRows>(qa, buf, kb, lane, kD / 16, sacc);
         else warp_qk_smem_q<DT, kD>(sbase + L::Q_OFF, buf, kb, lane, kD / 16, sacc);
         online_softmax<DT, kD>(sacc, [&](int kw, int) { return kb + kw < nk; }, cp.scale_log2, m_run, l_run, o, pa,
                                lane);
       }
     } else if (act) {
-      warp_pv<DT, kD>(pa, buf, kb, lane, kD / 16, o);
+      warp_pv<DT, kD, kPanelRows, TMA>(pa, buf, kb, lane, kD / 16, o, nk);
     }
+#if __CUDA_ARCH__ >= 900
+    if constexpr (TMA) {
+      __syncwarp();  // every lane's reads of the stage are done
+      if (lane == 0) hopper::mbar_arrive(smem_u32(&s_bar[NS + st]));
+      if (tid == 0 && h + NS < nh) {  // refill once every warp has freed the stage
+        hopper::mbar_wait(smem_u32(&s_bar[NS + st]), static_cast<uint32_t>(h / NS) & 1u);
+        issue_tma(h + NS);
+      }
+    }
+#endif
   }
-  cp_async_wait<0>();
+  if constexpr (!TMA) cp_async_wait<0>();
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
@@ -464,6 +536,7 @@ __global__ void __launch_bounds__(kThreads, OCC) cluster_decode_kernel(const ClP
     }
   }
   cluster_sync_all();  // no CTA leaves while another still reads its shared memory
+#endif
 }
 
 bool cluster_enabled() {
@@ -481,6 +554,23 @@ int forced_cluster_size() {
 bool pdl_enabled() {
   static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER_PDL", 0) != 0 && env_int("MSA_CUDA_DECODE_PDL", 1) != 0;
   return on;
+}
+// Stages fed by cp.async and a block barrier per half (the default) or by TMA tile loads
+// on mbarriers (MSA_CUDA_DECODE_CLUSTER_TMA=1). Both pass every check (session 6), but the
+// TMA stages measured no faster: B = 8, 1M 17.6-18.1 us against 17.1-17.2, B = 1 the
+// same; the barrier waits they remove were waits for data. Two CTAs per SM always use
+// cp.async.
+bool tma_enabled() {
+  static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER_TMA", 0) != 0;
+  return on;
+}
+// The K and V caches as TMA maps ([P x Hkv x 128 rows][128], boxes of 64 x 128, 128-byte
+// swizzle); false (the cp.async stages run) when they cannot be encoded, e.g. past 2^31
+// rows (TMA row coordinates are int32).
+bool make_kv_maps(const SparseParams& sp, hal::DType dt, CUtensorMap& mk, CUtensorMap& mv) {
+  const int64_t rows = sp.bt.P * sp.Hkv * int64_t{kBs};
+  const CUtensorMapDataType t = dt == hal::DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return make_map_sw128(&mk, sp.kc, rows, kD, kBs, t) && make_map_sw128(&mv, sp.vc, rows, kD, kBs, t);
 }
 // CTAs per SM the kernel is built for (1 or 2).
 int occupancy_mode() {
@@ -512,21 +602,25 @@ std::atomic<int> pdl_with_clusters{-1};
 // for two CTAs per SM.
 int stages_for(int E, int occ) { return occ == 2 || E == 1 ? 3 : (E == 2 ? 5 : 6); }
 
-// Runs fn(kernel, smem bytes) with the instantiation for (dt, NS, occ).
+// Runs fn(kernel, dynamic smem bytes) with the instantiation for (dt, NS, occ, tma); TMA
+// stages only with one CTA per SM (+ 1024 bytes to align them).
 template <class F>
-void with_kernel(hal::DType dt, int NS, int occ, F&& fn) {
+void with_kernel(hal::DType dt, int NS, int occ, bool tma, F&& fn) {
   const auto pick = [&](auto dt_tag) {
     constexpr int DT = decltype(dt_tag)::value;
-    if (occ == 2) fn(&cluster_decode_kernel<DT, 3, 2>, ClLayout<3>::BYTES);
-    else if (NS == 3) fn(&cluster_decode_kernel<DT, 3, 1>, ClLayout<3>::BYTES);
-    else if (NS == 5) fn(&cluster_decode_kernel<DT, 5, 1>, ClLayout<5>::BYTES);
-    else fn(&cluster_decode_kernel<DT, 6, 1>, ClLayout<6>::BYTES);
+    if (occ == 2) fn(&cluster_decode_kernel<DT, 3, 2, false>, ClLayout<3>::BYTES);
+    else if (tma && NS == 3) fn(&cluster_decode_kernel<DT, 3, 1, true>, ClLayout<3>::BYTES + 1024);
+    else if (tma && NS == 5) fn(&cluster_decode_kernel<DT, 5, 1, true>, ClLayout<5>::BYTES + 1024);
+    else if (tma) fn(&cluster_decode_kernel<DT, 6, 1, true>, ClLayout<6>::BYTES + 1024);
+    else if (NS == 3) fn(&cluster_decode_kernel<DT, 3, 1, false>, ClLayout<3>::BYTES);
+    else if (NS == 5) fn(&cluster_decode_kernel<DT, 5, 1, false>, ClLayout<5>::BYTES);
+    else fn(&cluster_decode_kernel<DT, 6, 1, false>, ClLayout<6>::BYTES);
   };
   if (dt == hal::DType::bf16) pick(std::integral_constant<int, kBF16>{});
   else pick(std::integral_constant<int, kF16>{});
 }
 
-using KernelPtr = void (*)(ClParams);
+using KernelPtr = void (*)(CUtensorMap, CUtensorMap, ClParams);
 
 // Once per kernel and device: dynamic shared memory and non-portable cluster sizes.
 void prepare(KernelPtr k, int smem, int device) {
@@ -569,7 +663,7 @@ int max_clusters(KernelPtr k, int smem, int C, int device) {
   return n;
 }
 
-void log_launch(int64_t groups, int C, int E, int NS, int occ, int fit, int smem, bool pdl, int gmerge,
+void log_launch(int64_t groups, int C, int E, int NS, int occ, bool tma, int fit, int smem, bool pdl, int gmerge,
                 std::chrono::steady_clock::duration host) {
   static std::mutex mu;
   static std::map<std::tuple<int64_t, int, int, int>, int> seen;
@@ -578,8 +672,10 @@ void log_launch(int64_t groups, int C, int E, int NS, int occ, int fit, int smem
   std::lock_guard<std::mutex> lock(mu);
   if (seen[{groups, C, E, occ}]++ == 0)
     std::fprintf(stderr,
-                 "decode_cluster: groups %lld, C %d, E %d, NS %d, %d CTA/SM, %d clusters fit, smem %d, pdl %d, merge %s\n",
-                 static_cast<long long>(groups), C, E, NS, occ, fit, smem, pdl ? 1 : 0, gmerge ? "global" : "cluster");
+                 "decode_cluster: groups %lld, C %d, E %d, NS %d, %d CTA/SM, stages by %s, %d clusters fit, smem %d, pdl %d, "
+                 "merge %s\n",
+                 static_cast<long long>(groups), C, E, NS, occ, tma ? "TMA" : "cp.async", fit, smem, pdl ? 1 : 0,
+                 gmerge ? "global" : "cluster");
   sum_us += std::chrono::duration<double, std::micro>(host).count();
   if (++n % 4096 == 0) std::fprintf(stderr, "decode_cluster: mean launch call %.2f us over %ld\n", sum_us / n, n);
 }
@@ -589,6 +685,7 @@ void log_launch(int64_t groups, int C, int E, int NS, int occ, int fit, int smem
 bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType dt) {
   const DeviceProps& pr = st.props();
   if (!cluster_enabled() || !pr.native_tier || pr.cc_major < 9) return false;
+  if (!hopper_code_present(pr.index)) return false;  // a build without sm_90 code (e.g. 80 only)
   if (dt != hal::DType::bf16 && dt != hal::DType::f16) return false;
   if (sp.D != kD || sp.bt.Bs != kBs || sp.G != kGrp || sp.tpc != 1 || sp.k < 1 || sp.k > kMaxE) return false;
   if (sp.bt.T <= 0 || sp.bt.T > kMaxT || (sp.Hs != 1 && sp.Hs != sp.Hkv)) return false;
@@ -612,6 +709,8 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
   p.guess_b = sp.NQ == sp.bt.B ? 1 : 0;
   p.scale_log2 = sp.scale * 1.4426950408889634f;
   const int mode = merge_mode();
+  CUtensorMap mk{}, mv{};  // unused by the cp.async stages
+  const bool tma = occ == 1 && tma_enabled() && make_kv_maps(sp, dt, mk, mv);
   // Global merge needs this stream's counters and groups that fit them.
   const int slot = mode == 1 || groups > kGmPerSlot ? -1 : stream_slot(st, kGmSlots);
   for (;;) {
@@ -619,7 +718,7 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
     p.E = (sp.k + C - 1) / C;
     KernelPtr kern = nullptr;
     int smem = 0;
-    with_kernel(dt, stages_for(p.E, occ), occ, [&](KernelPtr k, int bytes) {
+    with_kernel(dt, stages_for(p.E, occ), occ, tma, [&](KernelPtr k, int bytes) {
       kern = k;
       smem = bytes;
     });
@@ -659,7 +758,7 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
     }
     cfg.numAttrs = try_pdl ? 2 : 1;
     const auto t0 = std::chrono::steady_clock::now();
-    cudaError_t err = cudaLaunchKernelEx(&cfg, kern, p);
+    cudaError_t err = cudaLaunchKernelEx(&cfg, kern, mk, mv, p);
     if (try_pdl) {
       if (err == cudaSuccess) {
         pdl_with_clusters.store(1);
@@ -668,14 +767,15 @@ bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType
         // launch with clusters that the driver refused: then launch plain from now on.
         (void)cudaGetLastError();
         cfg.numAttrs = 1;
-        err = cudaLaunchKernelEx(&cfg, kern, p);
+        err = cudaLaunchKernelEx(&cfg, kern, mk, mv, p);
         if (err == cudaSuccess) pdl_with_clusters.store(0);
       }
     }
     MSA_CUDA_CHECK(err);
     MSA_CUDA_CHECK_LAUNCH();
-    if (log_enabled()) log_launch(groups, C, p.E, stages_for(p.E, occ), occ, fit, smem, cfg.numAttrs == 2, p.gmerge,
-                                  std::chrono::steady_clock::now() - t0);
+    if (log_enabled())
+      log_launch(groups, C, p.E, stages_for(p.E, occ), occ, tma, fit, smem, cfg.numAttrs == 2, p.gmerge,
+                 std::chrono::steady_clock::now() - t0);
     return true;
   }
 }

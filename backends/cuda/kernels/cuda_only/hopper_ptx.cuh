@@ -1,6 +1,7 @@
 // CUDA-only Hopper (sm_90a) inline-PTX helpers for the Hopper-tier kernels of this folder:
 // warpgroup MMA (wgmma.mma_async) with shared-memory matrix descriptors, mbarriers with
-// transaction counts, and bulk asynchronous copies (cp.async.bulk, 1D: no tensor map).
+// transaction counts, bulk asynchronous copies (cp.async.bulk, 1D) and 2D TMA tile loads
+// (cp.async.bulk.tensor; the maps come from tensor_map.h).
 //
 // Layouts follow the PTX ISA ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate"):
 // - A tile of R rows x 64 bf16/f16 (128 bytes per row) stored with the 128-byte swizzle:
@@ -200,6 +201,15 @@ __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
+}
+
+// 2D TMA tile load (box and swizzle from the tensor map) completing on `bar`.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
 }
 
 }  // namespace msa::cuda::hopper

@@ -48,6 +48,7 @@
 #include "backends/cuda/kernels/cuda_only/hopper_probe.h"
 #include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
 #include "backends/cuda/kernels/cuda_only/indexer_tile.cuh"
+#include "backends/cuda/kernels/cuda_only/tensor_map.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
@@ -95,15 +96,6 @@ struct WgLayout {
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 2D TMA tile load (box and swizzle from the tensor map) completing on `bar`.
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
 }
 
 // mbarrier arrival by the threads where `pred` holds, without a branch.
@@ -282,7 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       hopper::mbar_arrive_expect_tx(bar_qfull, NP * L::PANEL_Q);
       const int row0 = (t_first - tt0) * Hi;  // qi row of token slot 0 (may be < 0: zero fill)
 #pragma unroll
-      for (int pn = 0; pn < NP; ++pn) tma_load_2d(sb_addr + L::Q_OFF + pn * L::PANEL_Q, &tmap_q, pn * 64, row0, bar_qfull);
+      for (int pn = 0; pn < NP; ++pn) hopper::tma_load_2d(sb_addr + L::Q_OFF + pn * L::PANEL_Q, &tmap_q, pn * 64, row0, bar_qfull);
       int c = cb, off = 0;
       for (int i = 0; i < nch; ++i, ++gstep) {
         const int st = gstep % kStages;
@@ -292,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           hopper::mbar_arrive_expect_tx(bar_full + 8 * st, L::STAGE);
 #pragma unroll
           for (int pn = 0; pn < NP; ++pn)
-            tma_load_2d(sb_addr + L::K_OFF + st * L::STAGE + pn * L::PANEL_K, &tmap_k, pn * 64, pg * Bs + off,
+            hopper::tma_load_2d(sb_addr + L::K_OFF + st * L::STAGE + pn * L::PANEL_K, &tmap_k, pn * 64, pg * Bs + off,
                         bar_full + 8 * st);
         } else {
           hopper::mbar_arrive(bar_full + 8 * st);  // unmapped block: consumers mask the whole step
@@ -472,36 +464,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
-
-EncodeTiled encode_fn() {
-  static const EncodeTiled fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return EncodeTiled{nullptr};
-    }
-    return reinterpret_cast<EncodeTiled>(f);
-  }();
-  return fn;
-}
-
-// A [rows][Di] bf16 matrix as a 2D tensor map with boxes of 64 columns x box_rows rows,
-// 128-byte swizzle (the wgmma K-major layout), zero fill outside.
-bool make_map(CUtensorMap* m, const void* base, int64_t rows, int Di, int box_rows) {
-  const EncodeTiled enc = encode_fn();
-  if (enc == nullptr) return false;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(Di), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(Di) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t estr[2] = {1, 1};
-  return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, estr,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <int NP, int MT, bool LSE, bool SCALE_EACH>
 void launch(const CUtensorMap& mq, const CUtensorMap& mk, const WgIndexerParams& p, dim3 grid, Stream& st) {
   constexpr int smem = WgLayout<NP, MT>::BYTES;
@@ -580,8 +542,8 @@ bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   if (static_cast<size_t>(smem) + 4096 > pr.smem_optin) return false;
 
   CUtensorMap mq, mk;
-  if (!make_map(&mq, a.qi.data<void>(), T * Hi, static_cast<int>(Di), rows) ||
-      !make_map(&mk, a.ki_cache.data<void>(), P * Bs, static_cast<int>(Di), kChunk))
+  if (!make_map_sw128(&mq, a.qi.data<void>(), T * Hi, static_cast<int>(Di), rows) ||
+      !make_map_sw128(&mk, a.ki_cache.data<void>(), P * Bs, static_cast<int>(Di), kChunk))
     return false;
 
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(nsplit));
