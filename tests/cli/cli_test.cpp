@@ -2,6 +2,7 @@
 // round-trips every op through safetensors files, and its result equals the op called
 // directly through ops:: (checked for dense_attention).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -310,6 +311,14 @@ TEST(CliLayer, QueuedTimingRunsAndIsRecorded) {
   std::stringstream s;
   s << f.rdbuf();
   EXPECT_NE(s.str().find("\"timing\": \"queued\""), std::string::npos) << s.str();
+  // The top-k share printed and recorded is top-k over the three ops of the layer.
+  const nlohmann::json j = nlohmann::json::parse(s.str());
+  const double share = j.at("topk_share").get<double>();
+  EXPECT_GT(share, 0.0);
+  EXPECT_NEAR(share, j.at("topk_ms").get<double>() / j.at("layer_ms").get<double>(), 1e-12);
+  char line[64];
+  std::snprintf(line, sizeof line, "block_topk share of the msa layer: %.1f%%", 100.0 * share);
+  EXPECT_NE(q.output.find(line), std::string::npos) << q.output;
   const Result single = run_cli("layer" + cfg);
   EXPECT_EQ(single.code, 0) << single.output;
   EXPECT_NE(single.output.find("single calls on an idle device"), std::string::npos) << single.output;
