@@ -14,9 +14,9 @@
 // memory: after a cluster barrier rank r reads rows [r*16/C, (r+1)*16/C) of every rank's
 // partial (O, max, sum) in rank order and writes those rows of out and lse once. A second
 // cluster barrier keeps every CTA's shared memory alive until its readers are done.
-// Deterministic (fixed merge order, no atomics), no workspace, no allocation, no host
-// sync: graph-capturable. Programmatic dependent launch only with
-// MSA_CUDA_DECODE_CLUSTER_PDL=1 (it measured slower here, see pdl_enabled).
+// Deterministic (fixed merge order), no allocation, no host sync: graph-capturable.
+// Programmatic dependent launch only with MSA_CUDA_DECODE_CLUSTER_PDL=1 (it measured
+// slower or no faster here, see pdl_enabled).
 //
 // Cluster size: the largest power of two <= 16 (and <= the next power of two >= k) whose
 // grid (groups x C CTAs, one per SM at most) fits the SMs. Where the occupancy calculator
@@ -29,9 +29,11 @@
 // MSA_CUDA_DECODE_CLUSTER=0 turns this kernel off (the split-KV kernel of
 // decode_attention.cu runs); MSA_CUDA_DECODE_CLUSTER_SIZE=n (1, 2, 4, 8, 16) forces C;
 // MSA_CUDA_DECODE_CLUSTER_OCC=2 builds for two CTAs per SM (3 stages, q re-read from
-// shared memory); MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry;
-// (The session-4 experiment MSA_CUDA_DECODE_CLUSTER_PREFETCH, L2 prefetches of the later
-// slabs, measured slower and is gone: bench/NOTES.md.)
+// shared memory); MSA_CUDA_DECODE_CLUSTER_TMA=1 fills the stages by TMA tile loads on
+// mbarriers instead of cp.async (checked, no faster: off by default, see tma_enabled);
+// MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry. (The session-4 experiment
+// MSA_CUDA_DECODE_CLUSTER_PREFETCH, L2 prefetches of the later slabs, measured slower and
+// is gone: bench/NOTES.md.)
 // Measured on the H200 (bench/NOTES.md, sessions 3-6): at B = 8, 1M (32 MiB) this kernel
 // takes ~17 us under ncu (session 5: 20 us, before q was requested ahead of the slabs;
 // 22 us with C = 2 clusters on 64 SMs), the v4 kernel 23 us, while loaders that only read
