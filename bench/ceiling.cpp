@@ -10,6 +10,7 @@
 
 #include "ops/cases/device_io.h"
 #include "ops/ops.h"
+#include "tools/median.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -25,10 +26,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 int threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using cli::median;
 
 // All threads copy their slice of a 256 MiB buffer; read + write bytes per second.
 double cpu_memcpy_rate() {

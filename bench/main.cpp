@@ -32,6 +32,7 @@
 #include "hal/error.h"
 #include "hal/registry.h"
 #include "ops/cases/case.h"
+#include "tools/median.h"
 
 namespace msa::bench {
 namespace {
@@ -90,11 +91,7 @@ double default_scale(const hal::Device& dev) {
   return 1.0;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using cli::median;
 
 // Current resident set (the peak would include the ceiling's memcpy buffers).
 double rss_mib() {

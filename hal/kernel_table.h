@@ -49,8 +49,20 @@ class KernelTable {
   const KernelEntry& operator[](OpId op) const { return entries_[static_cast<int>(op)]; }
   bool has(OpId op) const { return static_cast<bool>((*this)[op].run); }
 
+  // (optional) indexer_score followed by block_topk on its scores in one launch
+  // (ops::indexer_topk). `fn` returns false, enqueuing nothing, when it has no fused kernel
+  // for these arguments; the two ops then run one after the other.
+  template <typename IndexerArgs, typename TopkArgs>
+  void set_indexer_topk(bool (*fn)(Stream&, const IndexerArgs&, const TopkArgs&)) {
+    indexer_topk_ = [fn](Stream& s, const void* i, const void* t) {
+      return fn(s, *static_cast<const IndexerArgs*>(i), *static_cast<const TopkArgs*>(t));
+    };
+  }
+  const std::function<bool(Stream&, const void*, const void*)>& indexer_topk() const { return indexer_topk_; }
+
  private:
   std::array<KernelEntry, kOpCount> entries_{};
+  std::function<bool(Stream&, const void*, const void*)> indexer_topk_;
 };
 
 }  // namespace msa::hal

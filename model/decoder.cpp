@@ -244,7 +244,6 @@ void Decoder::index_selection(int l, const Batch& b, const Tensor& h, const Tens
   is.mode = c_.selection_mode();
   is.pool = c_.sparse_score_type;
   is.block_score = score;
-  run_.indexer_score(is);
 
   ops::BlockTopkArgs tk;
   tk.block_score = score;
@@ -258,7 +257,7 @@ void Decoder::index_selection(int l, const Batch& b, const Tensor& h, const Tens
   tk.n_local = c_.sparse_local_block;
   tk.block_idx = block_idx;
   tk.block_cnt = ws_.get("i.block_cnt", hal::DType::i32, {b.NQ, Hi});
-  run_.block_topk(tk);
+  run_.indexer_topk(is, tk);
 }
 
 void Decoder::mlp(int l, const Batch& b, const Tensor& h, const Tensor& out) {

@@ -66,12 +66,8 @@ void OpRunner::dense_attention(const ops::DenseAttentionArgs& a) {
   prof_.op("dense_attention", [&] { ops::dense_attention(device_, a); });
 }
 
-void OpRunner::indexer_score(const ops::IndexerScoreArgs& a) {
-  prof_.op("indexer_score", [&] { ops::indexer_score(device_, a); });
-}
-
-void OpRunner::block_topk(const ops::BlockTopkArgs& a) {
-  prof_.op("block_topk", [&] { ops::block_topk(device_, a); });
+void OpRunner::indexer_topk(const ops::IndexerScoreArgs& idx, const ops::BlockTopkArgs& topk) {
+  prof_.op("indexer_topk", [&] { ops::indexer_topk(device_, idx, topk); });
 }
 
 void OpRunner::sparse_block_attention(const ops::SparseAttentionArgs& a) {

@@ -34,8 +34,8 @@ class OpRunner {
   void argmax(const Tensor& x, const Tensor& idx);
   void kv_append(const ops::KvAppendArgs& a);
   void dense_attention(const ops::DenseAttentionArgs& a);
-  void indexer_score(const ops::IndexerScoreArgs& a);
-  void block_topk(const ops::BlockTopkArgs& a);
+  // indexer_score then block_topk (fused where the backend can).
+  void indexer_topk(const ops::IndexerScoreArgs& idx, const ops::BlockTopkArgs& topk);
   void sparse_block_attention(const ops::SparseAttentionArgs& a);
   void patch_attention_3d(const ops::PatchAttention3dArgs& a);
   // Head-parallel ranks: x = the sum of every rank's x (a no-op on a single device).

@@ -76,7 +76,10 @@ void check_mode(const Checker& c, SelectionMode mode) {
 const char* mode_name(SelectionMode m) { return m == SelectionMode::shared ? "shared" : "per_kv_head"; }
 const char* pool_name(Pool p) { return p == Pool::lse ? "lse" : "max"; }
 
-void indexer_score(hal::Device& device, const IndexerScoreArgs& args) {
+namespace {
+
+// indexer_score's host checks; returns the args with the defaults resolved.
+IndexerScoreArgs checked_indexer_score(hal::Device& device, const IndexerScoreArgs& args) {
   Checker c(device, OpId::indexer_score);
   IndexerScoreArgs a = args;
   c.tensor(a.qi, "qi", 3, kAct);
@@ -115,10 +118,11 @@ void indexer_score(hal::Device& device, const IndexerScoreArgs& args) {
     c.no_alias(a.block_score, "block_score", *in, name);
   a.scale = resolve_scale(c, a.scale, Di);
   detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, P, static_cast<int>(Bs), a.Qb, a.NQ, T);
-  detail::dispatch(device, OpId::indexer_score, &a);
+  return a;
 }
 
-void block_topk(hal::Device& device, const BlockTopkArgs& a) {
+// block_topk's host checks.
+void check_block_topk(hal::Device& device, const BlockTopkArgs& a) {
   Checker c(device, OpId::block_topk);
   c.tensor(a.block_score, "block_score", 3, {DType::f32});
   const int64_t Hs = a.block_score.shape[1];
@@ -163,7 +167,43 @@ void block_topk(hal::Device& device, const BlockTopkArgs& a) {
     device.stream().download(cu.data(), a.cu_q);
     detail::check_batch_on_host(c, a.cu_q, a.kv_len, nullptr, 0, a.Bs, a.Qb, a.NQ, B > 0 ? cu[B] : 0);
   }
+}
+
+}  // namespace
+
+void indexer_score(hal::Device& device, const IndexerScoreArgs& args) {
+  const IndexerScoreArgs a = checked_indexer_score(device, args);
+  detail::dispatch(device, OpId::indexer_score, &a);
+}
+
+void block_topk(hal::Device& device, const BlockTopkArgs& a) {
+  check_block_topk(device, a);
   detail::dispatch(device, OpId::block_topk, &a);
+}
+
+void indexer_topk(hal::Device& device, const IndexerScoreArgs& idx_args, const BlockTopkArgs& topk) {
+  const IndexerScoreArgs idx = checked_indexer_score(device, idx_args);
+  check_block_topk(device, topk);
+  // The select reads the scores the indexer writes, over the same batch.
+  Checker c(device, OpId::block_topk);
+  const auto same_view = [](const Tensor& a, const Tensor& b) {
+    return a.buffer == b.buffer && a.offset == b.offset && a.dtype == b.dtype && a.shape == b.shape;
+  };
+  c.require(same_view(topk.block_score, idx.block_score), "block_score",
+            "indexer_topk: block_topk's block_score must be the tensor indexer_score writes");
+  c.require(same_view(topk.kv_len, idx.kv_len), "kv_len", "indexer_topk: both ops must be given the same kv_len");
+  c.require(same_view(topk.cu_q, idx.cu_q), "cu_q", "indexer_topk: both ops must be given the same cu_q");
+  c.require(topk.Qb == idx.Qb, "Qb", "indexer_topk: both ops must be given the same Qb");
+  c.require(topk.NQ == idx.NQ, "NQ", "indexer_topk: both ops must be given the same NQ");
+  c.require(topk.Bs == idx.ki_cache.shape[1], "Bs",
+            "indexer_topk: Bs = " + std::to_string(topk.Bs) + " differs from ki_cache's block size " +
+                std::to_string(idx.ki_cache.shape[1]));
+  const auto& fused = device.kernels().indexer_topk();
+  if (fused && detail::supported(device, OpId::indexer_score, &idx) && detail::supported(device, OpId::block_topk, &topk) &&
+      fused(device.stream(), &idx, &topk))
+    return;
+  detail::dispatch(device, OpId::indexer_score, &idx);
+  detail::dispatch(device, OpId::block_topk, &topk);
 }
 
 void sparse_block_attention(hal::Device& device, const SparseAttentionArgs& args) {

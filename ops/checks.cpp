@@ -93,6 +93,11 @@ void dispatch(hal::Device& device, hal::OpId op, const void* args) {
   e.run(device.stream(), args);
 }
 
+bool supported(hal::Device& device, hal::OpId op, const void* args) {
+  const hal::KernelEntry& e = device.kernels()[op];
+  return e.run && (!e.supports || e.supports(args).empty());
+}
+
 namespace {
 std::vector<int32_t> read_i32(hal::Device& dev, const hal::Tensor& t) {
   std::vector<int32_t> v(static_cast<size_t>(t.numel()));

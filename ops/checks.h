@@ -53,6 +53,8 @@ class Checker {
 // Runs `args` on the device's kernel for `op` after asking its supports(); throws
 // msa::Error naming the device and the reason when unsupported.
 void dispatch(hal::Device& device, hal::OpId op, const void* args);
+// True when the device has a kernel for `op` that supports `args` (dispatch would run it).
+bool supported(hal::Device& device, hal::OpId op, const void* args);
 
 // Validates the index data of a varlen, paged batch when it is readable on the host
 // (CPU devices): cu_q, kv_len, block_table and NQ (when nq >= 0). Does nothing for

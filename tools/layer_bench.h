@@ -39,6 +39,9 @@ struct LayerProblem {
 
 struct LayerTimes {
   double indexer_ms = 0, topk_ms = 0, sparse_ms = 0, dense_ms = 0;
+  double fused_ms = 0;  // ops::indexer_topk: both ops in one call (one kernel where fused); set by time()
+  // The layer as the model runs it: indexer_topk, then sparse attention.
+  double layer_ms() const { return fused_ms + sparse_ms; }
 };
 
 // Device tensors for one problem, and the four ops run on them.
@@ -46,7 +49,7 @@ class LayerRun {
  public:
   LayerRun(hal::Device& device, const LayerProblem& prob);
   ~LayerRun();
-  // indexer_score -> block_topk -> sparse_block_attention, then dense_attention; waits.
+  // indexer_topk -> sparse_block_attention, then dense_attention; waits.
   void run_once();
   // Median time of each op over `iters` runs (after one warm-up run). queued: each timed
   // group is enqueued behind a 1 GiB device fill, so the host has queued every op before the
@@ -54,8 +57,10 @@ class LayerRun {
   // the host's enqueue cost (what a replayed CUDA graph of the step sees). Otherwise each
   // group starts on an idle device and holds the host's checks and launch latency too.
   LayerTimes time(int iters, bool queued = false);
-  // One timed run of the sparse path only (indexer, top-k, sparse attention); waits.
+  // One timed run of the sparse path only, op by op (indexer, top-k, sparse attention); waits.
   LayerTimes time_sparse(bool queued = false);
+  // One timed ops::indexer_topk (ms); waits.
+  double time_fused(bool queued = false);
   // Mean over (query block, KV head) rows of attended tokens / context.
   double attended_fraction();
   hal::HostTensor download(const std::string& what);  // "block_idx", "sparse_out", "dense_out"

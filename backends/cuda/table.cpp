@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backends/cuda/device.h"
+#include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
 #include "backends/cuda/kernels/kernels.h"
 
 namespace msa::MSA_GPU_NS {
@@ -55,6 +56,7 @@ hal::KernelTable make_kernel_table() {
   t.set_supports(OpId::indexer_score, &indexer_supports);
   t.set(OpId::block_topk, &block_topk);
   t.set_supports(OpId::block_topk, &topk_supports);
+  t.set_indexer_topk(&launch_mma_decode_indexer_topk);  // decode: the select in the indexer's last block
   t.set(OpId::sparse_block_attention, &sparse_block_attention);
   t.set_supports(OpId::sparse_block_attention, &sparse_supports);
   t.set(OpId::dense_attention, &dense_attention);

@@ -254,7 +254,7 @@ class DenseCase : public Case {
   Batch batch_;
 };
 
-// indexer_score -> block_topk -> sparse_block_attention on shared inputs; the baseline is
+// indexer_topk (indexer_score -> block_topk) -> sparse_block_attention on shared inputs; the baseline is
 // dense_attention on the same q, k_cache, v_cache. For benchmarks: the intermediates are
 // not compared (the contract checks each op on the reference's inputs, never chained).
 class MsaLayerCase : public Case {
@@ -333,9 +333,8 @@ class MsaLayerCase : public Case {
                 if (std::string r = l->supports(); !r.empty()) return r;
               return std::string();
             },
-            [l1, l2, l3] {
-              l1.run();
-              l2.run();
+            [&dev, ia, ta, l3] {
+              ops::indexer_topk(dev, ia, ta);  // as the model runs it: fused where the backend can
               l3.run();
             }};
   }

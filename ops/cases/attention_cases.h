@@ -33,6 +33,8 @@ struct AttnParams {
 
 std::unique_ptr<Case> indexer_score_case(const AttnParams& p);
 std::unique_ptr<Case> block_topk_case(const AttnParams& p);
+// indexer_score then block_topk through ops::indexer_topk (the fusable pair).
+std::unique_ptr<Case> indexer_topk_case(const AttnParams& p);
 std::unique_ptr<Case> sparse_attention_case(const AttnParams& p);
 std::unique_ptr<Case> dense_attention_case(const AttnParams& p);
 std::unique_ptr<Case> msa_layer_case(const AttnParams& p);

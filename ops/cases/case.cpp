@@ -169,7 +169,12 @@ CheckResult Case::check(hal::Device& dev, hal::Device& ref) const {
       if (res.passed) res.message = v.what;
     }
   }
-  if (!res.passed) res.message = failures;
+  if (!res.passed) {
+    res.message = failures;
+  } else if (std::string why = check_outputs(data, got.out, ref); !why.empty()) {
+    res.passed = false;
+    res.message = why;
+  }
   return res;
 }
 

@@ -130,6 +130,15 @@ class Case {
   // Figures read from a prepared case's outputs after it ran (e.g. msa_layer's selections).
   virtual std::vector<std::pair<std::string, double>> counters_after_run(PreparedCase&) const { return {}; }
 
+  // (optional) A check among the device's own outputs, after the slot comparisons passed:
+  // "" when it holds, else what failed. `got` holds the device's output of each slot
+  // (empty for inputs); `ref` is the cpu-ref device.
+  virtual std::string check_outputs(const CaseData& data, const std::vector<hal::HostTensor>& got,
+                                    hal::Device& ref) const {
+    (void)data, (void)got, (void)ref;
+    return "";
+  }
+
   // Runs on `dev` and on `ref` (cpu-ref) with the same fresh inputs and compares.
   CheckResult check(hal::Device& dev, hal::Device& ref) const;
   // Uploads `input_sets` input sets (seeds seed(), seed()+1, ...) for timing.

@@ -90,6 +90,9 @@ void add_quick(CaseList& c) {
     p.k = 5;
     c.push_back(block_topk_case(p));
     c.push_back(block_topk_case(attn(kDecodeVarlen, 8, 2, 64, 64, 1, 8, kBF16, SelectionMode::shared)));
+    AttnParams m3 = attn({{1, 1}, {2500, 1900}}, 64, 4, 128, 128, 1, 16, kBF16);  // the fused decode path
+    m3.Di = 128;
+    c.push_back(indexer_topk_case(m3));
   }
   {
     VitParams v;
@@ -371,6 +374,49 @@ void add_full_selection(CaseList& c) {
     c.push_back(block_topk_case(attn({{1, 1}, {190000, 1024000}}, 8, 1, 64, 64, 1, 128, kBF16, SelectionMode::shared)));
     c.push_back(block_topk_case(attn({{1}, {2000000}}, 8, 2, 64, 64, 1, 100, kBF16)));
   }
+  // indexer_topk: the decode shapes a backend may fuse (CUDA: Qb = 1, <= 64 queries, rows
+  // of <= 2048 blocks), each variation once, and shapes it must run unfused.
+  {
+    AttnParams m3 = attn({{1, 1}, {2500, 1900}}, 64, 4, 128, 128, 1, 16, kBF16);
+    m3.Di = 128;
+    c.push_back(indexer_topk_case(m3));
+    AttnParams p = m3;
+    p.ki_dtype = kFP8;
+    c.push_back(indexer_topk_case(p));
+    p.ki_scale = true;
+    p.pool = Pool::lse;
+    c.push_back(indexer_topk_case(p));
+    // Batch of 8, ragged (rows with nvalid <= k, a one-token sequence), then a batch where
+    // token t is not sequence t (two queries in one sequence, one sequence without).
+    p = attn({{1, 1, 1, 1, 1, 1, 1, 1}, {2500, 1900, 130, 1, 700, 128, 3000, 4100}}, 64, 4, 128, 128, 1, 16, kBF16);
+    p.Di = 128;
+    c.push_back(indexer_topk_case(p));
+    p.q_len = {1, 2, 0, 1};
+    p.kv_len = {2000, 3100, 500, 900};
+    p.k = 13;
+    c.push_back(indexer_topk_case(p));
+    // Sinks and a wider local window; shared selection (one row per query); eight rows
+    // per query (Hkv = 8) at Di = 64.
+    p = m3;
+    p.n_sink = 2;
+    p.n_local = 3;
+    p.k = 8;
+    c.push_back(indexer_topk_case(p));
+    p = attn({{1, 1, 1}, {2500, 1900, 6000}}, 64, 4, 128, 128, 1, 16, kBF16, SelectionMode::shared);
+    p.Di = 128;
+    c.push_back(indexer_topk_case(p));
+    p = attn({{1, 1}, {3000, 800}}, 64, 8, 128, 64, 1, 16, kBF16);
+    p.Di = 64;
+    c.push_back(indexer_topk_case(p));
+    // Unfused on CUDA: a row of 2344 blocks, prefill with Qb = 64, f32 queries; empty
+    // batches.
+    p = attn({{1}, {300000}}, 64, 4, 128, 128, 1, 16, kBF16);
+    p.Di = 128;
+    c.push_back(indexer_topk_case(p));
+    c.push_back(indexer_topk_case(attn(kPrefix, 8, 2, 64, 64, 64, 2, kBF16)));
+    c.push_back(indexer_topk_case(attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kF32)));
+    for (const Lens& l : {kEmpty, kEmptySeq}) c.push_back(indexer_topk_case(attn(l, 8, 2, 64, 64, 1, 1, kBF16)));
+  }
 }
 
 void add_full_other(CaseList& c) {
@@ -473,6 +519,7 @@ void add_perf(CaseList& c, double scale) {
       p8.ki_dtype = kFP8;
       c.push_back(indexer_score_case(p8));
       c.push_back(block_topk_case(p));
+      c.push_back(indexer_topk_case(p));
       c.push_back(sparse_attention_case(p));
       c.push_back(dense_attention_case(p));
       c.push_back(msa_layer_case(p));
@@ -540,8 +587,8 @@ void check_filter(std::string_view filter) {
     const size_t end = std::min(filter.find(',', start), filter.size());
     const std::string_view name = filter.substr(start, end - start);
     hal::OpId op;
-    if (name != "msa_layer" && !hal::parse_op(name, op)) {
-      std::string known = "msa_layer";
+    if (name != "msa_layer" && name != "indexer_topk" && !hal::parse_op(name, op)) {
+      std::string known = "msa_layer, indexer_topk";
       for (int i = 0; i < hal::kOpCount; ++i) known += std::string(", ") + hal::op_name(static_cast<hal::OpId>(i));
       throw Error("cases: argument 'op': unknown op '" + std::string(name) + "' (known: " + known + ")");
     }

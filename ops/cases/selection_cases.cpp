@@ -1,7 +1,11 @@
-// indexer_score and block_topk cases.
+// indexer_score, block_topk and indexer_topk cases.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
+
+#include "hal/error.h"
+#include "hal/host_tensor.h"
 
 #include "ops/cases/attention_args.h"
 #include "ops/cases/attention_cases.h"
@@ -114,8 +118,67 @@ class TopkCase : public Case {
   Batch batch_;
 };
 
+// ops::indexer_topk (indexer_score, then block_topk on its scores; a backend may fuse the
+// select into the indexer). block_score is compared with the reference's; the selection
+// must be exactly cpu-ref's block_topk over this device's own scores (comparing it with
+// the reference's selection would fail on near ties that rounding may flip).
+class IndexerTopkCase : public Case {
+ public:
+  explicit IndexerTopkCase(const AttnParams& p) : p_(p), batch_(p.q_len, p.kv_len, p.Qb) {}
+  hal::OpId op() const override { return hal::OpId::indexer_score; }
+  std::string name() const override { return "indexer_topk"; }
+  std::string vars() const override { return attn_vars(p_, VarsKind::indexer) + " k=" + std::to_string(p_.k); }
+  double flops() const override { return IndexerCase(p_).flops(); }
+  double bytes() const override {
+    return IndexerCase(p_).bytes() + static_cast<double>(batch_.NQ()) * p_.Hs() * (p_.k + 1) * 4.0;
+  }
+  CaseData make_data(uint64_t seed, bool perf) const override {
+    CaseData d = IndexerCase(p_).make_data(seed, perf);
+    d.slots.push_back(Slot::output("block_idx", hal::DType::i32, {batch_.NQ(), p_.Hs(), p_.k}, {}));
+    d.slots.push_back(Slot::output("block_cnt", hal::DType::i32, {batch_.NQ(), p_.Hs()}, {}));
+    return d;
+  }
+  Launch bind(hal::Device& dev, const Bound& t) const override {
+    const ops::IndexerScoreArgs ia = indexer_args(p_, batch_, t);
+    const ops::BlockTopkArgs ta = topk_args(p_, batch_, t);
+    return {[&dev, ia, ta] {
+              for (auto [op, args] : {std::pair<hal::OpId, const void*>{hal::OpId::indexer_score, &ia},
+                                      {hal::OpId::block_topk, &ta}})
+                if (std::string r = dev.supports(op, args); !r.empty()) return r;
+              return std::string();
+            },
+            [&dev, ia, ta] { ops::indexer_topk(dev, ia, ta); }};
+  }
+  std::string check_outputs(const CaseData& data, const std::vector<hal::HostTensor>& got,
+                            hal::Device& ref) const override {
+    const auto slot = [&](std::string_view name) {
+      for (size_t i = 0; i < data.slots.size(); ++i)
+        if (data.slots[i].name == name) return i;
+      throw Error("indexer_topk case: no slot " + std::string(name));
+    };
+    const auto up = [&](const hal::HostTensor& h) { return hal::to_device(ref, h); };
+    auto score = up(got[slot("block_score")]);
+    auto kv_len = up(data.slots[slot("kv_len")].host);
+    auto cu_q = up(data.slots[slot("cu_q")].host);
+    auto idx = ref.alloc_tensor(hal::DType::i32, {batch_.NQ(), p_.Hs(), p_.k});
+    auto cnt = ref.alloc_tensor(hal::DType::i32, {batch_.NQ(), p_.Hs()});
+    ops::block_topk(ref, {score.tensor, kv_len.tensor, cu_q.tensor, p_.Qb, batch_.NQ(), p_.Bs, p_.k, p_.n_sink,
+                          p_.n_local, idx.tensor, cnt.tensor});
+    if (hal::to_host(ref, idx.tensor).bytes != got[slot("block_idx")].bytes)
+      return "block_idx differs from cpu-ref's block_topk over this device's block_score";
+    if (hal::to_host(ref, cnt.tensor).bytes != got[slot("block_cnt")].bytes)
+      return "block_cnt differs from cpu-ref's block_topk over this device's block_score";
+    return "";
+  }
+
+ private:
+  AttnParams p_;
+  Batch batch_;
+};
+
 }  // namespace
 
+std::unique_ptr<Case> indexer_topk_case(const AttnParams& p) { return std::make_unique<IndexerTopkCase>(p); }
 std::unique_ptr<Case> indexer_score_case(const AttnParams& p) { return std::make_unique<IndexerCase>(p); }
 std::unique_ptr<Case> block_topk_case(const AttnParams& p) { return std::make_unique<TopkCase>(p); }
 

@@ -311,13 +311,19 @@ TEST(CliLayer, QueuedTimingRunsAndIsRecorded) {
   std::stringstream s;
   s << f.rdbuf();
   EXPECT_NE(s.str().find("\"timing\": \"queued\""), std::string::npos) << s.str();
-  // The top-k share printed and recorded is top-k over the three ops of the layer.
+  // The top-k share printed and recorded is top-k over the three ops run one by one; the
+  // layer as run is indexer_topk + sparse attention.
   const nlohmann::json j = nlohmann::json::parse(s.str());
   const double share = j.at("topk_share").get<double>();
+  const double indexer = j.at("indexer_ms").get<double>(), topk = j.at("topk_ms").get<double>();
+  const double sparse = j.at("sparse_ms").get<double>(), fused = j.at("indexer_topk_ms").get<double>();
   EXPECT_GT(share, 0.0);
-  EXPECT_NEAR(share, j.at("topk_ms").get<double>() / j.at("layer_ms").get<double>(), 1e-12);
-  char line[64];
-  std::snprintf(line, sizeof line, "block_topk share of the msa layer: %.1f%%", 100.0 * share);
+  EXPECT_NEAR(share, topk / (indexer + topk + sparse), 1e-12);
+  EXPECT_GT(fused, 0.0);
+  EXPECT_NEAR(j.at("layer_ms").get<double>(), fused + sparse, 1e-12);
+  EXPECT_NEAR(j.at("fused_select_share").get<double>(), (fused - indexer) / (fused + sparse), 1e-12);
+  char line[80];
+  std::snprintf(line, sizeof line, "block_topk share of the msa layer: %.1f%% (run as its own op)", 100.0 * share);
   EXPECT_NE(q.output.find(line), std::string::npos) << q.output;
   const Result single = run_cli("layer" + cfg);
   EXPECT_EQ(single.code, 0) << single.output;

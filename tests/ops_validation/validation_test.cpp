@@ -96,6 +96,48 @@ TEST(OpsValidation, ValidProblemRuns) {
   ASSERT_NO_THROW(msa::ops::sparse_block_attention(*p.dev, p.sparse()));
 }
 
+// indexer_topk: each op's own checks, then the link between them (the select must read the
+// scores the indexer writes, over the same batch).
+TEST(OpsValidation, IndexerTopkLinksItsOps) {
+  Problem p;
+  ASSERT_NO_THROW(msa::ops::indexer_topk(*p.dev, p.indexer(), p.topk()));
+  msa::ops::IndexerScoreArgs i = p.indexer();
+  i.NQ = 3;
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, i, p.topk()); }, "block_score");  // indexer_score's own check
+  msa::ops::BlockTopkArgs t = p.topk();
+  t.block_score = p.block_idx;
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, p.indexer(), t); }, "block_score");  // block_topk's own check
+  // A score tensor of the right shape that is not the indexer's output.
+  auto other = msa::hal::to_device(*p.dev, HostTensor(DType::f32, {2, 2, 3}));
+  t = p.topk();
+  t.block_score = other.tensor;
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, p.indexer(), t); }, "block_score");
+  t = p.topk();
+  t.Bs = 16;  // passes block_topk's own checks, but the keys' blocks are of 8
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, p.indexer(), t); }, "Bs");
+  auto kv_copy = msa::hal::to_device(*p.dev, msa::hal::to_host(*p.dev, p.kv_len));
+  t = p.topk();
+  t.kv_len = kv_copy.tensor;
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, p.indexer(), t); }, "kv_len");
+}
+
+// On a backend without a fused kernel, indexer_topk is exactly the two ops in order.
+TEST(OpsValidation, IndexerTopkEqualsTheTwoOps) {
+  Problem p;
+  msa::ops::indexer_topk(*p.dev, p.indexer(), p.topk());
+  const HostTensor score = msa::hal::to_host(*p.dev, p.block_score), idx = msa::hal::to_host(*p.dev, p.block_idx);
+  const HostTensor cnt = msa::hal::to_host(*p.dev, p.block_cnt);
+  p.dev->stream().fill_bytes(p.block_score, 0);
+  p.dev->stream().fill_bytes(p.block_idx, 0);
+  p.dev->stream().fill_bytes(p.block_cnt, 0);
+  msa::ops::indexer_score(*p.dev, p.indexer());
+  msa::ops::block_topk(*p.dev, p.topk());
+  EXPECT_EQ(msa::hal::to_host(*p.dev, p.block_score).bytes, score.bytes);
+  EXPECT_EQ(msa::hal::to_host(*p.dev, p.block_idx).bytes, idx.bytes);
+  EXPECT_EQ(msa::hal::to_host(*p.dev, p.block_cnt).bytes, cnt.bytes);
+  EXPECT_NE(std::vector<uint8_t>(cnt.bytes.size(), 0), cnt.bytes);  // a selection was written
+}
+
 TEST(OpsValidation, HqNotMultipleOfHkv) {
   Problem p;
   auto a = p.sparse();

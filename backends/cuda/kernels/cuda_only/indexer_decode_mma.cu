@@ -18,6 +18,16 @@
 // fp8 steps take two 16-key tiles, their keys and scales loaded before any is used: with
 // one tile (2 KiB per warp in flight, then a dependent ki_scale load) the fp8 path was
 // latency-bound at ~40% of bandwidth while bf16 (4 KiB per tile) ran at ~98%.
+//
+// Fused select (ops::indexer_topk): the grid gets one more thread block per selection
+// row (query block x Hs) after the indexer's blocks. Each indexer block counts itself in
+// on its query block's arrival counter once its scores are written; a row's select block
+// waits for the count to reach the query block's indexer blocks, reads the row back from
+// L2 and selects it with block_topk's one-block select (topk_select.cuh); the last select
+// block of a query block resets its counters. The select blocks have the highest block
+// indices, so they are dispatched after every indexer block and never hold a slot one of
+// those needs (the waiting is the single-pass-scan pattern: on blocks dispatched earlier).
+// This removes block_topk's launch and cold start from the decode layer.
 #include <algorithm>
 #include <cfloat>
 #include <cstdlib>
@@ -25,7 +35,10 @@
 
 #include "backends/cuda/check.h"
 #include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
+#include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
+#include "backends/cuda/kernels/portable/topk_row.cuh"
+#include "backends/cuda/kernels/portable/topk_select.cuh"
 #include "hal/env.h"
 #include "hal/op_id.h"
 
@@ -33,6 +46,25 @@ namespace msa::cuda {
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr int kFusedPer = 8;           // scores per thread of a select block
+constexpr int kFusedMaxBlocks = kThreads * kFusedPer;  // rows the fused select takes
+constexpr int kFusedSlots = 8;         // streams with their own counters
+constexpr int kFusedMaxNQ = 64;        // query blocks per call (this kernel takes <= 64 queries)
+static_assert(kThreads == kSelThreads, "the select's scratch is sized for this block");
+
+// Per query block counters, [slot][qb] each: indexer blocks that have written their
+// scores, select blocks that are done. Zero at load; reset by the query block's last
+// select block.
+__device__ unsigned int g_fused_arrived[kFusedSlots * kFusedMaxNQ];
+__device__ unsigned int g_fused_done[kFusedSlots * kFusedMaxNQ];
+
+// The fused block_topk (null idx: scores only).
+struct FusedTopk {
+  int32_t* idx = nullptr;  // [NQ][Hs][k]
+  int32_t* cnt = nullptr;  // [NQ][Hs]
+  int slot = 0;  // this stream's counters: g_fused_*[slot][qb]
+  int Hs = 1, k = 1, n_sink = 0, n_local = 1;
+};
 
 struct Params {
   Batch bt;
@@ -46,6 +78,7 @@ struct Params {
   float scale = 1.0f;
   bool pool_lse = false;
   int splits = 1;
+  FusedTopk topk;
 };
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -111,6 +144,77 @@ struct Pool {
   }
 };
 
+__device__ __forceinline__ unsigned load_acquire(const unsigned int* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// An indexer block's scores are written: count it in (release at gpu scope).
+__device__ __forceinline__ void fused_arrive(const Params& p, int64_t qb) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(g_fused_arrived + p.topk.slot * kFusedMaxNQ + qb, 1u);
+  }
+}
+
+// A select block: row r = qb * Hs + h of block_idx / block_cnt, after the query block's
+// `splits` indexer blocks have arrived. Hs == Hi: the indexer's rows are the select's.
+__device__ __forceinline__ void fused_select_block(const Params& p, const Batch& cbt) {
+  __shared__ SelScratch sc;
+  const FusedTopk& f = p.topk;
+  const int tid = threadIdx.x, MB = p.bt.max_blocks;
+  const int64_t r = blockIdx.x - p.NQ * p.splits, qb = r / f.Hs;
+  unsigned int* arrived = g_fused_arrived + f.slot * kFusedMaxNQ + qb;
+  unsigned int* done = g_fused_done + f.slot * kFusedMaxNQ + qb;
+  const QBlock q = locate_qblock(cbt, 1, qb, p.NQ, false);
+  RowInfo ri;
+  const int fixed = row_rule(q, p.bt.Bs, MB, f.k, f.n_sink, f.n_local, ri);
+  int32_t* out = f.idx + r * f.k;
+  if (fixed >= 0) {  // no select: blocks 0 .. fixed-1 (written before the wait: no score is read)
+    for (int i = tid; i < f.k; i += kThreads) out[i] = i < fixed ? i : -1;
+    if (tid == 0) f.cnt[r] = fixed;
+  }
+  if (tid == 0)
+    while (load_acquire(arrived) < static_cast<unsigned>(p.splits)) __nanosleep(64);
+  __syncthreads();
+  if (fixed < 0) {
+    const float* srow = p.out + r * MB;
+    float sv[kFusedPer];
+#pragma unroll
+    for (int i = 0; i < kFusedPer; ++i) {
+      const int c = tid * kFusedPer + i;
+      sv[i] = c < ri.nvalid ? __ldcg(srow + c) : 0.0f;
+    }
+    uint32_t key[kFusedPer];
+    int32_t blk[kFusedPer];
+#pragma unroll
+    for (int i = 0; i < kFusedPer; ++i) {
+      const int c = tid * kFusedPer + i;
+      uint32_t kk = 0u;
+      if (c < ri.nvalid) {
+        if (ri.forced(c)) {
+          kk = 0xffffffffu;  // forced blocks get the largest key
+        } else {
+          kk = ordered_key(sv[i]);
+          if (kk <= 0x007fffffu) kk = 0u;  // -inf (and NaN): never selected
+        }
+      }
+      key[i] = kk;
+      blk[i] = c;
+    }
+    const unsigned take = select_top_adaptive<kFusedPer>(key, f.k, sc);
+    const int total = compact_taken<kFusedPer, int32_t>(take, blk, out, nullptr, nullptr, sc);
+    for (int i = total + tid; i < f.k; i += kThreads) out[i] = -1;
+    if (tid == 0) f.cnt[r] = total;
+  }
+  if (tid == 0 && atomicAdd(done, 1u) == static_cast<unsigned>(f.Hs - 1)) {
+    *arrived = 0u;  // every select block of qb has seen the arrivals: ready for the next launch
+    *done = 0u;
+  }
+}
+
 // KFP8: keys are fp8 (else bf16, with bf16 qi). DI: 64 or 128.
 template <bool KFP8, int DI>
 __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
@@ -120,15 +224,18 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
   constexpr int KS = DPL / 4;                  // k-steps per load (4 dims per lane per k-step)
   constexpr int KT = KFP8 ? 2 : 1;             // 16-key tiles per step
   static_assert(NL >= 1 && NL * 4 * DPL == DI, "Di must be a multiple of 4 x 16 bytes");
+  __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
+  const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
+  if (p.topk.idx != nullptr && blockIdx.x >= p.NQ * p.splits) {
+    fused_select_block(p, cbt);
+    return;
+  }
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
   const int64_t qb = blockIdx.x / p.splits;
   const int wid = (blockIdx.x % p.splits) * kWarps + warp, nw = p.splits * kWarps;
   const int Bs = p.bt.Bs, MB = p.bt.max_blocks;
   const float ninf = -FLT_MAX * 2.0f;
-
-  __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
-  const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
   const QBlock q = locate_qblock(cbt, 1, qb, p.NQ, blockIdx.x == 0);
   const int nblk = q.ntok > 0 ? (q.kv + Bs - 1) / Bs : 0;
   const int pos = q.p0;  // Qb = 1: one token per query block
@@ -226,6 +333,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
       if (2 * t + 1 < p.Hi) orow[int64_t{2 * t + 1} * MB] = page >= 0 ? s1 : ninf;
     }
   }
+  if (p.topk.idx != nullptr) fused_arrive(p, qb);
 }
 
 template <bool KFP8, int DI>
@@ -233,10 +341,8 @@ void launch(const Params& p, unsigned grid, cudaStream_t s) {
   indexer_mma_kernel<KFP8, DI><<<grid, kThreads, 0, s>>>(p);
 }
 
-}  // namespace
-
-bool launch_mma_decode_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
-  auto& st = gpu_stream(s);
+// Fills `p` and returns true when this kernel covers `a` (see the header).
+bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
   const hal::DType kd = a.ki_cache.dtype, qd = a.qi.dtype;
   const int Di = static_cast<int>(a.qi.dim(2)), Hi = static_cast<int>(a.qi.dim(1)), Bs = static_cast<int>(a.ki_cache.dim(1));
   const bool keys_ok = (kd == hal::DType::fp8_e4m3 && (qd == hal::DType::bf16 || qd == hal::DType::f16)) ||
@@ -247,7 +353,6 @@ bool launch_mma_decode_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   if (off || !st.props().native_tier || st.props().cc_major < 8 ||
       !keys_ok || a.Qb != 1 || a.qi.dim(0) > 64 || Hi > 8 || (Di != 64 && Di != 128) || Bs % 16 != 0)
     return false;
-  Params p;
   p.bt.cu_q = a.cu_q.data<int32_t>();
   p.bt.kv_len = a.kv_len.data<int32_t>();
   p.bt.block_table = a.block_table.data<int32_t>();
@@ -268,16 +373,53 @@ bool launch_mma_decode_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   p.Di = Di;
   p.scale = a.scale;
   p.pool_lse = a.pool == ops::Pool::lse;
-  if (p.bt.max_blocks == 0 || a.NQ == 0) return true;
   // About 32 warps per SM, each owning a strided set of KV blocks of its query.
   const int64_t want_warps = int64_t{st.props().sm_count} * 32;
-  const int64_t warps_per_qb = std::clamp<int64_t>((want_warps + a.NQ - 1) / a.NQ, 1, p.bt.max_blocks);
+  const int64_t warps_per_qb = std::clamp<int64_t>((want_warps + std::max<int64_t>(a.NQ, 1) - 1) / std::max<int64_t>(a.NQ, 1), 1,
+                                                   std::max(p.bt.max_blocks, 1));
   p.splits = static_cast<int>((warps_per_qb + kWarps - 1) / kWarps);
-  const unsigned grid = static_cast<unsigned>(a.NQ * p.splits);
+  return true;
+}
+
+// The indexer's NQ x splits blocks, then `select_blocks` (fused rows; 0 unfused).
+void launch_decode(Stream& st, const Params& p, hal::DType kd, int64_t select_blocks) {
+  const unsigned grid = static_cast<unsigned>(p.NQ * p.splits + select_blocks);
   const bool fp8 = kd == hal::DType::fp8_e4m3;
-  if (Di == 64) fp8 ? launch<true, 64>(p, grid, st.native()) : launch<false, 64>(p, grid, st.native());
+  if (p.Di == 64) fp8 ? launch<true, 64>(p, grid, st.native()) : launch<false, 64>(p, grid, st.native());
   else fp8 ? launch<true, 128>(p, grid, st.native()) : launch<false, 128>(p, grid, st.native());
   MSA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool launch_mma_decode_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
+  auto& st = gpu_stream(s);
+  Params p;
+  if (!decode_params(st, a, p)) return false;
+  if (p.bt.max_blocks == 0 || a.NQ == 0) return true;
+  launch_decode(st, p, a.ki_cache.dtype, 0);
+  return true;
+}
+
+bool launch_mma_decode_indexer_topk(hal::Stream& s, const ops::IndexerScoreArgs& a, const ops::BlockTopkArgs& t) {
+  auto& st = gpu_stream(s);
+  static const bool off = env_int("MSA_CUDA_FUSED_TOPK", 1) == 0;
+  const int Hs = static_cast<int>(t.block_score.dim(1)), MB = static_cast<int>(a.block_table.dim(1));
+  Params p;
+  if (off || MB > kFusedMaxBlocks || a.NQ == 0 || a.NQ > kFusedMaxNQ || MB == 0 || !decode_params(st, a, p)) return false;
+  // At most one select block per SM: even a dispatcher that did not follow block order
+  // would find room for the indexer blocks the select blocks wait on.
+  if (a.NQ * Hs > st.props().sm_count) return false;
+  const int slot = stream_slot(st, kFusedSlots);
+  if (slot < 0) return false;
+  p.topk.idx = t.block_idx.data<int32_t>();
+  p.topk.cnt = t.block_cnt.data<int32_t>();
+  p.topk.Hs = Hs;
+  p.topk.k = t.k;
+  p.topk.n_sink = t.n_sink;
+  p.topk.n_local = t.n_local;
+  p.topk.slot = slot;
+  launch_decode(st, p, a.ki_cache.dtype, a.NQ * Hs);
   return true;
 }
 

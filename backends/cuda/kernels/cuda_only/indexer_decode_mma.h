@@ -12,4 +12,11 @@ namespace msa::cuda {
 
 bool launch_mma_decode_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a);
 
+// indexer_score then block_topk in this one kernel (ops::indexer_topk): one select block
+// per row after the indexer's blocks, waiting on its query block's arrival counter. Same
+// coverage as above, plus rows of at most 2048 blocks (256K tokens at Bs = 128), at most
+// one row per SM (NQ x Hs <= SMs) and a free per-stream counter slot;
+// MSA_CUDA_FUSED_TOPK=0 turns it off. Returns false, launching nothing, otherwise.
+bool launch_mma_decode_indexer_topk(hal::Stream& s, const ops::IndexerScoreArgs& a, const ops::BlockTopkArgs& t);
+
 }  // namespace msa::cuda

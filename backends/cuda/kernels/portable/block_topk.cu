@@ -27,6 +27,8 @@
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
+#include "backends/cuda/kernels/portable/topk_row.cuh"
+#include "backends/cuda/kernels/portable/topk_select.cuh"
 #include "hal/env.h"
 #include "hal/op_id.h"
 
@@ -44,32 +46,14 @@ struct TopkParams {
   int Hs = 1, n = 0, Qb = 1, k = 1, n_sink = 0, n_local = 1;
 };
 
-// A row's valid blocks and forced blocks (sinks, local window).
-struct RowInfo {
-  int nvalid = 0, sink_end = 0, loc_lo = 0, loc_hi = -1;
-  bool has_local = false;
-  __device__ bool forced(int c) const { return c < sink_end || (has_local && c >= loc_lo && c <= loc_hi); }
-};
-
 // Fills `ri` and returns true when the row needs a selection. Otherwise (no query in the
 // block: all -1; nvalid <= k: blocks 0..nvalid-1) the answer is fixed: written by this
 // thread block when `write`, and false is returned. Call with every thread.
 __device__ bool row_setup(const TopkParams& p, const QBlock& q, int64_t row, bool write, RowInfo& ri) {
-  int32_t* out = p.idx + row * p.k;
-  int fixed = -1;  // blocks 0..fixed-1 when the answer is fixed
-  if (q.ntok <= 0) {
-    fixed = 0;
-  } else {
-    const int Bs = p.bt.Bs, p1 = q.p0 + q.ntok - 1;
-    ri.nvalid = min(p1 / Bs + 1, p.n);
-    if (ri.nvalid <= p.k) fixed = ri.nvalid;
-    ri.sink_end = min(p.n_sink, ri.nvalid);
-    ri.has_local = p.n_local > 0;
-    ri.loc_lo = max(0, q.p0 / Bs - p.n_local + 1);
-    ri.loc_hi = min(p1 / Bs, ri.nvalid - 1);
-  }
+  const int fixed = row_rule(q, p.bt.Bs, p.n, p.k, p.n_sink, p.n_local, ri);
   if (fixed < 0) return true;
   if (write) {
+    int32_t* out = p.idx + row * p.k;
     for (int i = threadIdx.x; i < p.k; i += blockDim.x) out[i] = i < fixed ? i : -1;
     if (threadIdx.x == 0) p.cnt[row] = fixed;
   }
@@ -216,14 +200,12 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
 }
 
 // ---- few long rows: chunks of a row in parallel, merged by the last chunk ----------------
-constexpr int kSplitThreads = 256;      // >= kSelBins: a thread per histogram bin
-constexpr int kSelBins = 256;           // 8-bit radix digits
+constexpr int kSplitThreads = kSelThreads;
 constexpr int kSplitMaxPer = 8;         // keys per thread: chunks and merges of <= 2048 keys
 constexpr int kSplitMaxS = 64;          // chunks per row (and S * k <= 2048: the merge)
 constexpr int kSplitMaxK = 128;
 constexpr int kTopkSlots = 8;           // streams with their own arrival counters
 constexpr int kTopkRowsPerSlot = 4096;  // rows per call on the split path
-static_assert(kSplitThreads >= kSelBins, "one bin per thread");
 static_assert(kSplitMaxK * 2 <= kSplitThreads * kSplitMaxPer, "a merge of two chunks fits the registers");
 
 // Per-row arrival counters: [slot][row]; zero at load, reset to zero by the merging chunk.
@@ -236,211 +218,6 @@ struct SplitArgs {
   int32_t* cand_idx = nullptr;   // [rows][S][k]
   int slot = 0;                  // this stream's counters: g_topk_ctr[slot][row]
 };
-
-struct SelScratch {
-  int hist[2 * kSelBins];  // the adaptive select alternates halves (one barrier less per pass)
-  int scan[kSplitThreads / kWarp + 1];
-  uint32_t wmin[kSplitThreads / kWarp], wmax[kSplitThreads / kWarp];
-  int wforced[kSplitThreads / kWarp];
-  int found_bin, found_above, found_cnt;
-};
-
-// Thread t holds the keys of positions t * PER .. t * PER + PER - 1 (0 = no candidate).
-// Returns, as a bit per key, whether it is among the `k` largest keys of the block, equal
-// keys going to the lower position. Exact: an 8-bit radix select over 4 passes finds the
-// k-th largest key K* and how many keys equal to K* are taken. Call with every thread.
-template <int PER>
-__device__ unsigned select_top(const uint32_t (&key)[PER], int k, SelScratch& sc) {
-  const int tid = threadIdx.x;
-  int mine = 0;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) mine += key[i] != 0u ? 1 : 0;
-  int ncand = 0;
-  block_excl_scan(mine, sc.scan, &ncand);
-  uint32_t thr = 0u;  // keys > thr are taken (all candidates when they are at most k)
-  int need = 0;       // and the first `need` keys equal to thr
-  if (ncand > k) {
-    need = k;
-    uint32_t prefix = 0u, mask = 0u;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-      for (int i = tid; i < kSelBins; i += blockDim.x) sc.hist[i] = 0;
-      __syncthreads();
-#pragma unroll
-      for (int i = 0; i < PER; ++i)
-        if (key[i] != 0u && (key[i] & mask) == prefix) atomicAdd(&sc.hist[(key[i] >> shift) & 0xffu], 1);
-      __syncthreads();
-      // Thread t owns bin 255 - t: "above" counts the keys of the higher bins.
-      const int cnt = tid < kSelBins ? sc.hist[kSelBins - 1 - tid] : 0;
-      int dummy;
-      const int above = block_excl_scan(cnt, sc.scan, &dummy);
-      if (tid < kSelBins && above < need && above + cnt >= need) {
-        sc.found_bin = kSelBins - 1 - tid;
-        sc.found_above = above;
-      }
-      __syncthreads();
-      need -= sc.found_above;
-      prefix |= static_cast<uint32_t>(sc.found_bin) << shift;
-      mask |= 0xffu << shift;
-      __syncthreads();  // hist and found_* are reused by the next pass
-    }
-    thr = prefix;
-  }
-  int eq = 0;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) eq += (need > 0 && key[i] == thr) ? 1 : 0;
-  int dummy;
-  int rank = block_excl_scan(eq, sc.scan, &dummy);
-  unsigned take = 0u;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    bool t = key[i] != 0u && key[i] > thr;
-    if (need > 0 && key[i] == thr) t = rank++ < need;
-    take |= (t ? 1u : 0u) << i;
-  }
-  return take;
-}
-
-// Same contract as select_top, fewer passes and no same-bin pile-up: the 256 bins of a pass
-// cover the current key range [lo, hi] (the candidates' min and max at first; bin =
-// (key - lo) >> shift), not a fixed byte of the key, so the scores' few leading exponent
-// values no longer put most keys into one or two bins (one shared-memory atomic queue),
-// and the select stops as soon as the bin holding the k-th largest key is taken whole.
-// The largest keys are sparse in their bins, so a row of ~1K scores and k = 16 usually
-// ends after one pass; the worst case stays 4 passes (8 bits of range each). The two
-// histogram halves alternate, so the clear needs no barrier of its own.
-// Forced blocks (key 0xffffffff, at most k of them) are counted apart and kept out of the
-// range: otherwise the first pass would span from the scores up to 0xffffffff and put
-// every score into one or two bins (the local-window block of every decode row).
-template <int PER>
-__device__ unsigned select_top_adaptive(const uint32_t (&key)[PER], int k, SelScratch& sc) {
-  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, nw = blockDim.x / kWarp;
-  int mine = 0, forced = 0;
-  uint32_t kmin = 0xffffffffu, kmax = 0u;
-#pragma unroll
-  for (int i = 0; i < PER; ++i)
-    if (key[i] == 0xffffffffu) {
-      ++forced;
-    } else if (key[i] != 0u) {
-      ++mine;
-      kmin = min(kmin, key[i]);
-      kmax = max(kmax, key[i]);
-    }
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o >>= 1) {
-    mine += __shfl_xor_sync(MSA_FULL_MASK, mine, o, kWarp);
-    forced += __shfl_xor_sync(MSA_FULL_MASK, forced, o, kWarp);
-    kmin = min(kmin, __shfl_xor_sync(MSA_FULL_MASK, kmin, o, kWarp));
-    kmax = max(kmax, __shfl_xor_sync(MSA_FULL_MASK, kmax, o, kWarp));
-  }
-  for (int i = tid; i < 2 * kSelBins; i += blockDim.x) sc.hist[i] = 0;
-  __syncthreads();  // the previous select's readers of scan / wmin / wmax are done
-  if (lane == 0) {
-    sc.scan[warp] = mine;
-    sc.wforced[warp] = forced;
-    sc.wmin[warp] = kmin;
-    sc.wmax[warp] = kmax;
-  }
-  __syncthreads();
-  int nscore = 0, nforced = 0;
-  for (int w = 0; w < nw; ++w) {
-    nscore += sc.scan[w];
-    nforced += sc.wforced[w];
-    kmin = min(kmin, sc.wmin[w]);
-    kmax = max(kmax, sc.wmax[w]);
-  }
-  uint32_t thr = 0u;  // keys > thr are taken (all candidates when they are at most k)
-  int need = 0;       // and the first `need` keys equal to thr
-  if (nscore + nforced > k && nforced >= k) {
-    thr = 0xfffffffeu;  // the forced blocks fill the row: no score is taken
-  } else if (nscore + nforced > k) {
-    need = k - nforced;  // of the scores, in [kmin, kmax] (below every forced key)
-    uint32_t lo = kmin, hi = kmax;
-    for (int pass = 0;; ++pass) {
-      const uint32_t span = hi - lo;
-      if (span == 0u) {  // every key left is equal: the first `need` of them
-        thr = lo;
-        break;
-      }
-      const int bits = 32 - __clz(static_cast<int>(span));
-      const int shift = bits > 8 ? bits - 8 : 0;  // (span >> shift) < 256
-      int* h = sc.hist + (pass & 1) * kSelBins;
-      if (pass > 0) {  // the other half was read in the previous pass, before its scan
-        int* next = sc.hist + ((pass + 1) & 1) * kSelBins;
-        for (int i = tid; i < kSelBins; i += blockDim.x) next[i] = 0;
-      }
-#pragma unroll
-      for (int i = 0; i < PER; ++i)
-        if (key[i] != 0u && key[i] >= lo && key[i] <= hi) atomicAdd(&h[(key[i] - lo) >> shift], 1);
-      __syncthreads();
-      // Thread t owns bin 255 - t: "above" counts the keys of the higher bins.
-      const int cnt = tid < kSelBins ? h[kSelBins - 1 - tid] : 0;
-      int dummy;
-      const int above = block_excl_scan(cnt, sc.scan, &dummy);
-      if (tid < kSelBins && above < need && above + cnt >= need) {
-        sc.found_bin = kSelBins - 1 - tid;
-        sc.found_above = above;
-        sc.found_cnt = cnt;
-      }
-      __syncthreads();
-      need -= sc.found_above;
-      const int fcnt = sc.found_cnt;
-      const uint32_t nlo = lo + (static_cast<uint32_t>(sc.found_bin) << shift);
-      const uint64_t nhi = uint64_t{nlo} + (uint64_t{1} << shift) - 1u;
-      hi = nhi < hi ? static_cast<uint32_t>(nhi) : hi;
-      lo = nlo;
-      if (fcnt == need) {  // the whole bin is taken: every key >= lo (lo > 0x007fffff)
-        thr = lo - 1u;
-        need = 0;
-        break;
-      }
-      if (shift == 0) {  // a one-key bin: thr itself, `need` of its copies
-        thr = lo;
-        break;
-      }
-    }
-  }
-  unsigned take = 0u;
-  if (need > 0) {  // block-uniform
-    int eq = 0;
-#pragma unroll
-    for (int i = 0; i < PER; ++i) eq += key[i] == thr ? 1 : 0;
-    int dummy;
-    int rank = block_excl_scan(eq, sc.scan, &dummy);
-#pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      bool t = key[i] != 0u && key[i] > thr;
-      if (key[i] == thr) t = rank++ < need;
-      take |= (t ? 1u : 0u) << i;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < PER; ++i) take |= (key[i] != 0u && key[i] > thr ? 1u : 0u) << i;
-  }
-  return take;
-}
-
-template <int PER, bool kAdaptive>
-__device__ unsigned select_keys(const uint32_t (&key)[PER], int k, SelScratch& sc) {
-  if constexpr (kAdaptive) return select_top_adaptive<PER>(key, k, sc);
-  else return select_top<PER>(key, k, sc);
-}
-
-// Writes the taken values in position order to dst[0..total), dst_key likewise when given;
-// returns the count. Call with every thread.
-template <int PER, class V>
-__device__ int compact_taken(unsigned take, const V (&val)[PER], V* dst, const uint32_t (*key)[PER],
-                             uint32_t* dst_key, SelScratch& sc) {
-  int total = 0;
-  int pos = block_excl_scan(__popc(take), sc.scan, &total);
-#pragma unroll
-  for (int i = 0; i < PER; ++i)
-    if ((take >> i) & 1u) {
-      dst[pos] = val[i];
-      if (dst_key != nullptr) dst_key[pos] = (*key)[i];
-      ++pos;
-    }
-  return total;
-}
 
 // grid: rows x S (chunk fastest). PER: keys per thread of a chunk (chunk <= 256 PER).
 // kOneBlock: S = 1, the chunk is the row (no merge code). kAdaptive: the select. Both are
