@@ -51,7 +51,7 @@ if has check; then
         topk-one-block-off:MSA_TOPK_ONE_BLOCK=0 topk-adaptive-off:MSA_TOPK_ADAPTIVE=0
         flash-wgmma-off:MSA_CUDA_FLASH_WGMMA=0 flash-wgmma-lockstep:MSA_CUDA_FLASH_WGMMA=1
         cluster-merge-dsmem:MSA_CUDA_DECODE_CLUSTER_MERGE=1 cluster-merge-global:MSA_CUDA_DECODE_CLUSTER_MERGE=2
-        cluster-tma:MSA_CUDA_DECODE_CLUSTER_TMA=1
+        cluster-tma:MSA_CUDA_DECODE_CLUSTER_TMA=1 fused-topk-off:MSA_CUDA_FUSED_TOPK=0
         ${EXTRA_ROUTINGS:-}"
   for run in $RUNS; do
     name=${run%%:*}; envv=${run#*:}
@@ -82,7 +82,7 @@ fi
 
 if has bench; then
   say "msa-bench decode: cuda and vulkan side by side"
-  F='(indexer_score|block_topk|sparse_block_attention|dense_attention|msa_layer).*T=(1|8) q=.*kv=\[(8 x )?(32768|131072|1048576)'
+  F='(indexer_score|block_topk|indexer_topk|sparse_block_attention|dense_attention|msa_layer).*T=(1|8) q=.*kv=\[(8 x )?(32768|131072|1048576)'
   timeout 150 $B/bench/msa-bench --backend=cuda --benchmark_filter="$F" --benchmark_min_time=0.05s --sustain=0.5 \
     --benchmark_out="$OUT/bench_cuda.json" --benchmark_out_format=json > "$OUT/bench_cuda.log" 2>&1
   SUMMARY+=("bench cuda rc=$?")

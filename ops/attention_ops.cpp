@@ -198,6 +198,13 @@ void indexer_topk(hal::Device& device, const IndexerScoreArgs& idx_args, const B
   c.require(topk.Bs == idx.ki_cache.shape[1], "Bs",
             "indexer_topk: Bs = " + std::to_string(topk.Bs) + " differs from ki_cache's block size " +
                 std::to_string(idx.ki_cache.shape[1]));
+  // A fused kernel writes the selection while other blocks still read the indexer's inputs.
+  for (const auto& [in, name] : {std::pair{&idx.qi, "qi"}, {&idx.ki_cache, "ki_cache"}, {&idx.ki_scale, "ki_scale"},
+                                 {&idx.block_table, "block_table"}}) {
+    if (!in->present()) continue;
+    c.no_alias(topk.block_idx, "block_idx", *in, name);
+    c.no_alias(topk.block_cnt, "block_cnt", *in, name);
+  }
   const auto& fused = device.kernels().indexer_topk();
   if (fused && detail::supported(device, OpId::indexer_score, &idx) && detail::supported(device, OpId::block_topk, &topk) &&
       fused(device.stream(), &idx, &topk))

@@ -171,9 +171,17 @@ CheckResult Case::check(hal::Device& dev, hal::Device& ref) const {
   }
   if (!res.passed) {
     res.message = failures;
-  } else if (std::string why = check_outputs(data, got.out, ref); !why.empty()) {
-    res.passed = false;
-    res.message = why;
+  } else {
+    std::string why;
+    try {
+      why = check_outputs(data, got.out, ref);
+    } catch (const std::exception& e) {
+      why = std::string("checking the outputs threw: ") + e.what();
+    }
+    if (!why.empty()) {
+      res.passed = false;
+      res.message = why;
+    }
   }
   return res;
 }

@@ -408,6 +408,10 @@ void add_full_selection(CaseList& c) {
     p = attn({{1, 1}, {3000, 800}}, 64, 8, 128, 64, 1, 16, kBF16);
     p.Di = 64;
     c.push_back(indexer_topk_case(p));
+    // Rows of 1094 and 1563 blocks (fused on CUDA, 8 scores per thread of a select block).
+    p = attn({{1, 1}, {140000, 200000}}, 64, 4, 128, 128, 1, 16, kBF16);
+    p.Di = 128;
+    c.push_back(indexer_topk_case(p));
     // Unfused on CUDA: a row of 2344 blocks, prefill with Qb = 64, f32 queries; empty
     // batches.
     p = attn({{1}, {300000}}, 64, 4, 128, 128, 1, 16, kBF16);

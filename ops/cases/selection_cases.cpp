@@ -127,13 +127,24 @@ class IndexerTopkCase : public Case {
   explicit IndexerTopkCase(const AttnParams& p) : p_(p), batch_(p.q_len, p.kv_len, p.Qb) {}
   hal::OpId op() const override { return hal::OpId::indexer_score; }
   std::string name() const override { return "indexer_topk"; }
-  std::string vars() const override { return attn_vars(p_, VarsKind::indexer) + " k=" + std::to_string(p_.k); }
+  std::string vars() const override {
+    return attn_vars(p_, VarsKind::indexer) + " k=" + std::to_string(p_.k) +
+           (p_.special_scores ? " scores=ties(head 0)" : "");
+  }
   double flops() const override { return IndexerCase(p_).flops(); }
   double bytes() const override {
     return IndexerCase(p_).bytes() + static_cast<double>(batch_.NQ()) * p_.Hs() * (p_.k + 1) * 4.0;
   }
+  // With special_scores (not in perf), indexer head 0 gets zero queries: every score of
+  // its rows is exactly 0, so the select runs on ties (lower blocks first) and forced blocks.
   CaseData make_data(uint64_t seed, bool perf) const override {
     CaseData d = IndexerCase(p_).make_data(seed, perf);
+    if (p_.special_scores && !perf) {
+      hal::HostTensor& qi = d.slots[0].host;  // [T][Hs][Di]
+      const int64_t T = qi.shape[0], Hs = qi.shape[1], Di = qi.shape[2];
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < Di; ++j) qi.set(static_cast<size_t>((t * Hs) * Di + j), 0.0f);
+    }
     d.slots.push_back(Slot::output("block_idx", hal::DType::i32, {batch_.NQ(), p_.Hs(), p_.k}, {}));
     d.slots.push_back(Slot::output("block_cnt", hal::DType::i32, {batch_.NQ(), p_.Hs()}, {}));
     return d;

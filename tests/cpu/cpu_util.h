@@ -20,6 +20,15 @@
 
 namespace msa::cpu_test {
 
+// The activation dtypes a test loops over: f32, bf16 and f16, or bf16 alone with
+// MSA_TEST_ONE_DTYPE set (CI's ThreadSanitizer job: the cpu backend plans its tasks from
+// the shapes, never the dtype, so one dtype runs every threaded path; the other jobs keep
+// all three).
+inline std::vector<hal::DType> act_dtypes() {
+  if (std::getenv("MSA_TEST_ONE_DTYPE") != nullptr) return {hal::DType::bf16};
+  return {hal::DType::f32, hal::DType::bf16, hal::DType::f16};
+}
+
 using hal::DType;
 inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 inline constexpr float kInf = std::numeric_limits<float>::infinity();

@@ -49,7 +49,7 @@ TEST(CpuSupport, MatmulMatchesReference) {
   };
   uint64_t seed = 50;
   for (const S& s : {S{1, 256, 300, true}, S{53, 600, 131, false}, S{100, 64, 256, true}, S{7, 37, 5, true}})
-    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    for (DType t : act_dtypes()) {
       const hal::HostTensor x = host(t, {s.M, s.K}, random_values(static_cast<size_t>(s.M) * s.K, seed++));
       const hal::HostTensor w = host(t, {s.N, s.K}, random_values(static_cast<size_t>(s.N) * s.K, seed++));
       const hal::HostTensor b = host(t, {s.N}, random_values(static_cast<size_t>(s.N), seed++));
@@ -72,7 +72,7 @@ TEST(CpuSupport, MatmulMatchesReference) {
 TEST(CpuSupport, RmsNormRopeSwigluAddMatchReference) {
   MSA_REQUIRE_CPU_BACKEND();
   uint64_t seed = 70;
-  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+  for (DType t : act_dtypes()) {
     const std::string tn = hal::dtype_name(t);
     Pair dev;
     {  // rms_norm, both kinds, f32 weights and weights of x's dtype

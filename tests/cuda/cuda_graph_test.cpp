@@ -2,7 +2,8 @@
 // sparse_block_attention (split-KV decode, so the workspace and the merge launch are in
 // the graph) captured on the device's stream, replayed, and compared bitwise with the
 // same ops run uncaptured; then the inputs change in place and a replay must follow
-// them. Runs with bf16 and fp8 indexer keys. Skips without a CUDA device.
+// them. Also ops::indexer_topk: one kernel on this shape (the fused select), equal to
+// the two ops. Runs with bf16 and fp8 indexer keys. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -155,6 +156,48 @@ TEST_P(CudaGraph, LayerReplayMatchesUncapturedBitwise) {
   l.poison(*dev);
   g.replay();
   EXPECT_EQ(l.outputs(*dev), want2);
+  EXPECT_NO_THROW(dev->stream().synchronize());
+}
+
+// ops::indexer_topk on this decode step is one kernel (the select fused into the indexer:
+// one graph node where the two ops are two), equals the two ops bitwise, and replays: the
+// per-query-block counters the fused kernel keeps are back to zero after every launch.
+TEST_P(CudaGraph, FusedSelectionIsOneKernelEqualToTheTwoOps) {
+  Layer l;
+  l.build(*dev, GetParam());
+  const auto selection = [&] {
+    std::vector<uint8_t> all;
+    for (const hal::Tensor* t : {&l.ix.block_score, &l.tk.block_idx, &l.tk.block_cnt}) {
+      std::vector<uint8_t> b(t->nbytes());
+      dev->stream().download(b.data(), *t);
+      all.insert(all.end(), b.begin(), b.end());
+    }
+    return all;
+  };
+  ops::indexer_score(*dev, l.ix);
+  ops::block_topk(*dev, l.tk);
+  const std::vector<uint8_t> want = selection();
+  l.poison(*dev);
+  ops::indexer_topk(*dev, l.ix, l.tk);  // uncaptured, twice: the counters reset themselves
+  ops::indexer_topk(*dev, l.ix, l.tk);
+  EXPECT_EQ(selection(), want);
+
+  l.poison(*dev);
+  cuda::CapturedGraph g(*dev);
+  ops::indexer_topk(*dev, l.ix, l.tk);
+  g.end();
+  EXPECT_EQ(g.nodes(), 1u) << "indexer_topk ran as separate kernels: the fused path was not taken";
+  g.replay();
+  g.replay();
+  EXPECT_EQ(selection(), want);
+  dev->stream().upload(l.qi, Layer::rnd(hal::DType::bf16, {l.B, l.Hkv, l.Di}, 21).bytes.data());
+  ops::indexer_score(*dev, l.ix);
+  ops::block_topk(*dev, l.tk);
+  const std::vector<uint8_t> want2 = selection();
+  EXPECT_NE(want2, want);
+  l.poison(*dev);
+  g.replay();
+  EXPECT_EQ(selection(), want2);
   EXPECT_NO_THROW(dev->stream().synchronize());
 }
 

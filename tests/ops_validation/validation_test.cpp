@@ -115,6 +115,9 @@ TEST(OpsValidation, IndexerTopkLinksItsOps) {
   t = p.topk();
   t.Bs = 16;  // passes block_topk's own checks, but the keys' blocks are of 8
   expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, p.indexer(), t); }, "Bs");
+  t = p.topk();
+  t.block_idx = msa::hal::Tensor(p.qi.buffer, DType::i32, {2, 2, 2});  // over the indexer's queries
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, p.indexer(), t); }, "block_idx");
   auto kv_copy = msa::hal::to_device(*p.dev, msa::hal::to_host(*p.dev, p.kv_len));
   t = p.topk();
   t.kv_len = kv_copy.tensor;

@@ -46,7 +46,7 @@ namespace msa::cuda {
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kFusedPer = 8;           // scores per thread of a select block
+constexpr int kFusedPer = 8;           // scores per thread of a select block (at most; 4 for <= 1024)
 constexpr int kFusedMaxBlocks = kThreads * kFusedPer;  // rows the fused select takes
 constexpr int kFusedSlots = 8;         // streams with their own counters
 constexpr int kFusedMaxNQ = 64;        // query blocks per call (this kernel takes <= 64 queries)
@@ -159,6 +159,41 @@ __device__ __forceinline__ void fused_arrive(const Params& p, int64_t qb) {
   }
 }
 
+// One row's select by a whole block: PER scores per thread (positions tid * PER ..),
+// keys as block_topk makes them, the one-block select, the chosen blocks ascending.
+template <int PER>
+__device__ __forceinline__ void select_row(const float* srow, const RowInfo& ri, int k, int32_t* out, int32_t* cnt,
+                                           SelScratch& sc) {
+  const int tid = threadIdx.x;
+  float sv[PER];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int c = tid * PER + i;
+    sv[i] = c < ri.nvalid ? __ldcg(srow + c) : 0.0f;
+  }
+  uint32_t key[PER];
+  int32_t blk[PER];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int c = tid * PER + i;
+    uint32_t kk = 0u;
+    if (c < ri.nvalid) {
+      if (ri.forced(c)) {
+        kk = 0xffffffffu;  // forced blocks get the largest key
+      } else {
+        kk = ordered_key(sv[i]);
+        if (kk <= 0x007fffffu) kk = 0u;  // -inf (and NaN): never selected
+      }
+    }
+    key[i] = kk;
+    blk[i] = c;
+  }
+  const unsigned take = select_top_adaptive<PER>(key, k, sc);
+  const int total = compact_taken<PER, int32_t>(take, blk, out, nullptr, nullptr, sc);
+  for (int i = total + tid; i < k; i += kThreads) out[i] = -1;
+  if (tid == 0) *cnt = total;
+}
+
 // A select block: row r = qb * Hs + h of block_idx / block_cnt, after the query block's
 // `splits` indexer blocks have arrived. Hs == Hi: the indexer's rows are the select's.
 __device__ __forceinline__ void fused_select_block(const Params& p, const Batch& cbt) {
@@ -179,35 +214,9 @@ __device__ __forceinline__ void fused_select_block(const Params& p, const Batch&
   if (tid == 0)
     while (load_acquire(arrived) < static_cast<unsigned>(p.splits)) __nanosleep(64);
   __syncthreads();
-  if (fixed < 0) {
-    const float* srow = p.out + r * MB;
-    float sv[kFusedPer];
-#pragma unroll
-    for (int i = 0; i < kFusedPer; ++i) {
-      const int c = tid * kFusedPer + i;
-      sv[i] = c < ri.nvalid ? __ldcg(srow + c) : 0.0f;
-    }
-    uint32_t key[kFusedPer];
-    int32_t blk[kFusedPer];
-#pragma unroll
-    for (int i = 0; i < kFusedPer; ++i) {
-      const int c = tid * kFusedPer + i;
-      uint32_t kk = 0u;
-      if (c < ri.nvalid) {
-        if (ri.forced(c)) {
-          kk = 0xffffffffu;  // forced blocks get the largest key
-        } else {
-          kk = ordered_key(sv[i]);
-          if (kk <= 0x007fffffu) kk = 0u;  // -inf (and NaN): never selected
-        }
-      }
-      key[i] = kk;
-      blk[i] = c;
-    }
-    const unsigned take = select_top_adaptive<kFusedPer>(key, f.k, sc);
-    const int total = compact_taken<kFusedPer, int32_t>(take, blk, out, nullptr, nullptr, sc);
-    for (int i = total + tid; i < f.k; i += kThreads) out[i] = -1;
-    if (tid == 0) f.cnt[r] = total;
+  if (fixed < 0) {  // rows of <= 1024 blocks (128K tokens at Bs = 128) with half the keys per thread
+    if (ri.nvalid <= kThreads * 4) select_row<4>(p.out + r * MB, ri, f.k, out, f.cnt + r, sc);
+    else select_row<kFusedPer>(p.out + r * MB, ri, f.k, out, f.cnt + r, sc);
   }
   if (tid == 0 && atomicAdd(done, 1u) == static_cast<unsigned>(f.Hs - 1)) {
     *arrived = 0u;  // every select block of qb has seen the arrivals: ready for the next launch
@@ -222,7 +231,8 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
   constexpr int DPL = 16 / KB;                 // dims per 16-byte load
   constexpr int NL = DI / (4 * DPL);           // loads per row per lane (4 lanes per row)
   constexpr int KS = DPL / 4;                  // k-steps per load (4 dims per lane per k-step)
-  constexpr int KT = KFP8 ? 2 : 1;             // 16-key tiles per step
+  // 16-key tiles per step (two bf16 tiles measured no faster: bench/NOTES.md, session 7)
+  constexpr int KT = KFP8 ? 2 : 1;
   static_assert(NL >= 1 && NL * 4 * DPL == DI, "Di must be a multiple of 4 x 16 bytes");
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
   const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
