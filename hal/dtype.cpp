@@ -18,6 +18,7 @@ size_t dtype_size(DType t) {
     case DType::bf16: return 2;
     case DType::fp8_e4m3: return 1;
     case DType::i32: return 4;
+    case DType::fp4_e2m1x2: return 1;
   }
   return 0;
 }
@@ -29,6 +30,7 @@ const char* dtype_name(DType t) {
     case DType::bf16: return "bf16";
     case DType::fp8_e4m3: return "fp8_e4m3";
     case DType::i32: return "i32";
+    case DType::fp4_e2m1x2: return "fp4_e2m1x2";
   }
   return "?";
 }
@@ -41,8 +43,9 @@ DType parse_dtype(std::string_view name, const std::string& arg) {
   if (s == "bf16" || s == "bfloat16") return DType::bf16;
   if (s == "fp8_e4m3" || s == "e4m3" || s == "f8_e4m3" || s == "float8_e4m3fn") return DType::fp8_e4m3;
   if (s == "i32" || s == "int32") return DType::i32;
+  if (s == "fp4_e2m1x2" || s == "nvfp4" || s == "e2m1x2") return DType::fp4_e2m1x2;
   throw Error("argument '" + arg + "': unknown dtype '" + std::string(name) +
-              "' (expected f32, f16, bf16, fp8_e4m3 or i32)");
+              "' (expected f32, f16, bf16, fp8_e4m3, i32 or fp4_e2m1x2 (nvfp4))");
 }
 
 bool is_activation_dtype(DType t) {
@@ -142,6 +145,7 @@ float load_as_f32(DType t, const void* base, size_t i) {
     case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
     case DType::fp8_e4m3: return fp8_e4m3_to_f32(static_cast<const uint8_t*>(base)[i]);
     case DType::i32: return static_cast<float>(static_cast<const int32_t*>(base)[i]);
+    case DType::fp4_e2m1x2: return static_cast<float>(static_cast<const uint8_t*>(base)[i]);  // raw byte
   }
   return 0.0f;
 }
@@ -153,6 +157,9 @@ void store_from_f32(DType t, void* base, size_t i, float x) {
     case DType::bf16: static_cast<uint16_t*>(base)[i] = f32_to_bf16(x); break;
     case DType::fp8_e4m3: static_cast<uint8_t*>(base)[i] = f32_to_fp8_e4m3(x); break;
     case DType::i32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(x); break;
+    case DType::fp4_e2m1x2:  // raw byte, clamped to 0..255 (NaN -> 0)
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(std::isnan(x) ? 0.0f : std::clamp(std::nearbyint(x), 0.0f, 255.0f));
+      break;
   }
 }
 

@@ -1,6 +1,10 @@
 // Element types msa speaks, their sizes and names, and scalar host conversions.
 // bf16 and f16 round to nearest even; fp8_e4m3 is OCP E4M3FN (no infinities, max 448,
-// saturating on conversion from larger values, NaN kept).
+// saturating on conversion from larger values, NaN kept). fp4_e2m1x2 is a byte holding
+// two OCP E2M1 values (low nibble = even element): the storage of NVFP4 indexer keys
+// (hal/nvfp4.h). Its elements are the bytes, so load_as_f32 / store_from_f32 move the raw
+// byte value (0..255) and compares of such tensors are bit-exact; decoding needs the
+// group scales.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -9,16 +13,16 @@
 
 namespace msa::hal {
 
-enum class DType : uint8_t { f32, f16, bf16, fp8_e4m3, i32 };
+enum class DType : uint8_t { f32, f16, bf16, fp8_e4m3, i32, fp4_e2m1x2 };
 
-inline constexpr int kDTypeCount = 5;
+inline constexpr int kDTypeCount = 6;
 
 // Bytes per element.
 size_t dtype_size(DType t);
-// Canonical lower-case name: "f32", "f16", "bf16", "fp8_e4m3", "i32".
+// Canonical lower-case name: "f32", "f16", "bf16", "fp8_e4m3", "i32", "fp4_e2m1x2".
 const char* dtype_name(DType t);
 // Parses a canonical name (case-insensitive; also "float32", "bfloat16", "float16",
-// "int32", "e4m3"); throws msa::Error naming `arg` otherwise.
+// "int32", "e4m3", "nvfp4"); throws msa::Error naming `arg` otherwise.
 DType parse_dtype(std::string_view name, const std::string& arg = "dtype");
 // True for the floating-point activation types f32, f16, bf16.
 bool is_activation_dtype(DType t);

@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <string>
 
 #include "hal/error.h"
 
@@ -24,8 +25,16 @@ KvCache::KvCache(hal::Device& device, const Config& c, hal::DType dtype, hal::DT
     lc.k_cache = make(dtype, {P, c.num_key_value_heads, Bs, c.head_dim});
     lc.v_cache = make(dtype, {P, c.num_key_value_heads, Bs, c.head_dim});
     if (!c.is_dense_layer(l)) {
-      lc.ki_cache = make(ki_dtype, {P, Bs, c.sparse_index_dim});
-      if (ki_dtype == hal::DType::fp8_e4m3) lc.ki_scale = make(hal::DType::f32, {P, Bs});
+      if (ki_dtype == hal::DType::fp4_e2m1x2) {  // NVFP4: two codes per byte, an e4m3 scale per 16 dims
+        MSA_CHECK_ARG(c.sparse_index_dim % 16 == 0, "kv_cache", "ki_dtype",
+                      "NVFP4 indexer keys need sparse_index_dim to be a multiple of 16, got " +
+                          std::to_string(c.sparse_index_dim));
+        lc.ki_cache = make(ki_dtype, {P, Bs, c.sparse_index_dim / 2});
+        lc.ki_scale = make(hal::DType::fp8_e4m3, {P, Bs, c.sparse_index_dim / 16});
+      } else {
+        lc.ki_cache = make(ki_dtype, {P, Bs, c.sparse_index_dim});
+        if (ki_dtype == hal::DType::fp8_e4m3) lc.ki_scale = make(hal::DType::f32, {P, Bs});
+      }
     }
     layers_.push_back(lc);
   }

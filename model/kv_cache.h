@@ -5,7 +5,8 @@
 // to the pool when the sequence is released.
 //
 // Per layer: k_cache, v_cache [P][Hkv][Bs][D] (the activation dtype) and, for MSA
-// layers, ki_cache [P][Bs][Di] (bf16, f32 or fp8_e4m3, with ki_scale [P][Bs] f32 for fp8).
+// layers, ki_cache [P][Bs][Di] (bf16, f32 or fp8_e4m3, with ki_scale [P][Bs] f32 for fp8;
+// NVFP4: [P][Bs][Di/2] fp4_e2m1x2 with ki_scale [P][Bs][Di/16] fp8_e4m3).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -20,7 +21,7 @@ namespace msa::model {
 struct LayerCache {
   hal::Tensor k_cache, v_cache;  // [P][Hkv][Bs][D]
   hal::Tensor ki_cache;          // [P][Bs][Di]; absent on dense layers
-  hal::Tensor ki_scale;          // [P][Bs] f32; fp8 keys only
+  hal::Tensor ki_scale;          // [P][Bs] f32 (fp8 keys) or [P][Bs][Di/16] e4m3 (NVFP4)
 };
 
 class KvCache {

@@ -21,7 +21,7 @@ struct RunOptions {
   int batch = 1;                   // sequences; sequence b's text is shorter by b/(2*batch)
   int max_chunk = 8192;            // prefill chunk size (tokens over the batch)
   std::string dtype;               // activations: "" = the config's torch_dtype
-  std::string ki_dtype;            // indexer keys: "" = bf16 (f32 for f32 models), or fp8_e4m3
+  std::string ki_dtype;            // indexer keys: "" = bf16 (f32 for f32 models), fp8_e4m3 or nvfp4
   bool dense = false;              // dense attention in every layer (baseline)
   bool check = false;              // also run on cpu-ref, compare every step's logits
   bool profile = true;             // per-op timing table

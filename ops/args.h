@@ -26,8 +26,9 @@ const char* pool_name(Pool p);
 
 struct IndexerScoreArgs {
   Tensor qi;           // [T][Hi][Di] f32|bf16|f16
-  Tensor ki_cache;     // [P][Bs][Di] bf16|f32|fp8_e4m3
-  Tensor ki_scale;     // (optional) [P][Bs] f32, fp8 keys only; absent = 1
+  Tensor ki_cache;     // [P][Bs][Di] bf16|f32|fp8_e4m3, or NVFP4: [P][Bs][Di/2] fp4_e2m1x2
+  Tensor ki_scale;     // fp8 keys: (optional) [P][Bs] f32, absent = 1;
+                       // NVFP4 keys: (required) [P][Bs][Di/16] fp8_e4m3 group scales
   Tensor block_table;  // [B][max_blocks] i32
   Tensor kv_len;       // [B] i32
   Tensor cu_q;         // [B+1] i32
@@ -88,7 +89,8 @@ struct PatchAttention3dArgs {
 // Writes this step's keys and values into their cache slots: token i of sequence b goes
 // to position kv_len[b] - q_len[b] + i. k/v have the cache dtype. ki (optional, with
 // ki_cache) is f32/bf16/f16 and is converted to ki_cache's dtype; for fp8 keys with a
-// ki_scale tensor the per-token scale is amax/448 (1 when the row is all zero).
+// ki_scale tensor the per-token scale is amax/448 (1 when the row is all zero); NVFP4
+// keys are quantized per group of 16 dims (hal/nvfp4.h, quantize_nvfp4_group).
 struct KvAppendArgs {
   Tensor k;            // [T][Hkv][D]
   Tensor v;            // [T][Hkv][D]
@@ -98,8 +100,9 @@ struct KvAppendArgs {
   Tensor cu_q;         // [B+1] i32
   Tensor k_cache;      // in/out [P][Hkv][Bs][D]
   Tensor v_cache;      // in/out [P][Hkv][Bs][D]
-  Tensor ki_cache;     // (optional) in/out [P][Bs][Di]
-  Tensor ki_scale;     // (optional) in/out [P][Bs] f32, fp8 ki_cache only
+  Tensor ki_cache;     // (optional) in/out [P][Bs][Di] ([P][Bs][Di/2] fp4_e2m1x2 for NVFP4)
+  Tensor ki_scale;     // (optional) in/out [P][Bs] f32, fp8 ki_cache only;
+                       // (required) in/out [P][Bs][Di/16] fp8_e4m3 for an NVFP4 ki_cache
 };
 
 // y = x W^T (+ bias). x [M][K], w [N][K], bias [N] (optional), y [M][N].

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hal/error.h"
+#include "hal/nvfp4.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
 
@@ -78,24 +79,45 @@ const char* pool_name(Pool p) { return p == Pool::lse ? "lse" : "max"; }
 
 namespace {
 
+// The indexer key cache and its scales for keys of Di dims (shared by indexer_score and
+// kv_append): [P][Bs][Di] bf16 / f32 / fp8_e4m3 with an optional [P][Bs] f32 scale for
+// fp8, or NVFP4: [P][Bs][Di/2] fp4_e2m1x2 with the required [P][Bs][Di/16] fp8_e4m3 group
+// scales (Di a multiple of 16).
+void check_indexer_keys(Checker& c, const Tensor& ki_cache, const Tensor& ki_scale, int64_t P, int64_t Bs, int64_t Di,
+                        const char* pages) {
+  if (ki_cache.dtype == DType::fp4_e2m1x2) {
+    c.require(Di % hal::kNvfp4Group == 0, "ki_cache",
+              "NVFP4 keys need Di to be a multiple of 16, got Di = " + std::to_string(Di));
+    c.dim(ki_cache, "ki_cache", 2, Di / 2, "Di/2 (two E2M1 keys per byte)");
+    c.require(ki_scale.present(), "ki_scale", "is required with an NVFP4 (fp4_e2m1x2) ki_cache: [P][Bs][Di/16] fp8_e4m3");
+    c.tensor(ki_scale, "ki_scale", 3, {DType::fp8_e4m3});
+    c.dim(ki_scale, "ki_scale", 0, P, pages);
+    c.dim(ki_scale, "ki_scale", 1, Bs, "Bs");
+    c.dim(ki_scale, "ki_scale", 2, Di / hal::kNvfp4Group, "Di/16 (one scale per 16 dims)");
+    return;
+  }
+  c.dim(ki_cache, "ki_cache", 2, Di, "Di (indexer head dim)");
+  if (ki_scale.present()) {
+    c.require(ki_cache.dtype == DType::fp8_e4m3, "ki_scale",
+              "is only allowed with an fp8_e4m3 or NVFP4 (fp4_e2m1x2) ki_cache");
+    c.tensor(ki_scale, "ki_scale", 2, {DType::f32});
+    c.dim(ki_scale, "ki_scale", 0, P, pages);
+    c.dim(ki_scale, "ki_scale", 1, Bs, "Bs");
+  }
+}
+
 // indexer_score's host checks; returns the args with the defaults resolved.
 IndexerScoreArgs checked_indexer_score(hal::Device& device, const IndexerScoreArgs& args) {
   Checker c(device, OpId::indexer_score);
   IndexerScoreArgs a = args;
   c.tensor(a.qi, "qi", 3, kAct);
-  c.tensor(a.ki_cache, "ki_cache", 3, {DType::bf16, DType::f32, DType::fp8_e4m3});
+  c.tensor(a.ki_cache, "ki_cache", 3, {DType::bf16, DType::f32, DType::fp8_e4m3, DType::fp4_e2m1x2});
   const int64_t T = a.qi.shape[0], Hi = a.qi.shape[1], Di = a.qi.shape[2];
   const int64_t P = a.ki_cache.shape[0], Bs = a.ki_cache.shape[1];
   c.require(Hi >= 1, "qi", "needs at least one indexer head");
   c.require(Di >= 1, "qi", "indexer head dim Di must be >= 1");
   c.require(Bs >= 1, "ki_cache", "block size Bs (dim 1) must be >= 1");
-  c.dim(a.ki_cache, "ki_cache", 2, Di, "Di (indexer head dim of qi)");
-  if (a.ki_scale.present()) {
-    c.require(a.ki_cache.dtype == DType::fp8_e4m3, "ki_scale", "is only allowed with fp8_e4m3 ki_cache");
-    c.tensor(a.ki_scale, "ki_scale", 2, {DType::f32});
-    c.dim(a.ki_scale, "ki_scale", 0, P, "P (pages of ki_cache)");
-    c.dim(a.ki_scale, "ki_scale", 1, Bs, "Bs");
-  }
+  check_indexer_keys(c, a.ki_cache, a.ki_scale, P, Bs, Di, "P (pages of ki_cache)");
   check_mode(c, a.mode);
   if (a.mode == SelectionMode::shared)
     c.require(Hi == 1, "qi", "shared mode needs exactly one indexer head, got Hi = " + std::to_string(Hi));
@@ -303,19 +325,14 @@ void kv_append(hal::Device& device, const KvAppendArgs& a) {
   c.require(a.ki.present() == a.ki_cache.present(), a.ki.present() ? "ki_cache" : "ki",
             "ki and ki_cache must be given together");
   if (a.ki_cache.present()) {
-    c.tensor(a.ki_cache, "ki_cache", 3, {DType::bf16, DType::f32, DType::fp8_e4m3});
+    c.tensor(a.ki_cache, "ki_cache", 3, {DType::bf16, DType::f32, DType::fp8_e4m3, DType::fp4_e2m1x2});
     c.dim(a.ki_cache, "ki_cache", 0, P, "P (pages of k_cache)");
     c.dim(a.ki_cache, "ki_cache", 1, Bs, "Bs");
     c.tensor(a.ki, "ki", 2, kAct);
     c.dim(a.ki, "ki", 0, T, "T");
-    c.dim(a.ki, "ki", 1, a.ki_cache.shape[2], "Di");
-  }
-  if (a.ki_scale.present()) {
-    c.require(a.ki_cache.present() && a.ki_cache.dtype == DType::fp8_e4m3, "ki_scale",
-              "is only allowed with an fp8_e4m3 ki_cache");
-    c.tensor(a.ki_scale, "ki_scale", 2, {DType::f32});
-    c.dim(a.ki_scale, "ki_scale", 0, P, "P");
-    c.dim(a.ki_scale, "ki_scale", 1, Bs, "Bs");
+    check_indexer_keys(c, a.ki_cache, a.ki_scale, P, Bs, a.ki.shape[1], "P (pages of k_cache)");
+  } else if (a.ki_scale.present()) {
+    c.require(false, "ki_scale", "is only allowed with a ki_cache");
   }
   const std::pair<const Tensor*, const char*> ins[] = {{&a.k, "k"}, {&a.v, "v"}, {&a.ki, "ki"},
                                                        {&a.block_table, "block_table"}, {&a.kv_len, "kv_len"}, {&a.cu_q, "cu_q"}};

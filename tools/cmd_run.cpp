@@ -37,7 +37,7 @@ Command add_run(CLI::App& app) {
   sub->add_option("--max-chunk", o->max_chunk, "Prefill chunk size in tokens")->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of preset weights, prompt and synthetic video")->capture_default_str();
   sub->add_option("--dtype", o->dtype, "Activation dtype (f32, bf16, f16); default: the model's");
-  sub->add_option("--ki-dtype", o->ki_dtype, "Indexer key cache dtype (bf16, f32, fp8_e4m3)");
+  sub->add_option("--ki-dtype", o->ki_dtype, "Indexer key cache dtype (bf16, f32, fp8_e4m3, nvfp4)");
   sub->add_option("--gpus", o->gpus,
                   "Head-parallel ranks on devices 0..N-1 of the backend (NCCL on cuda; a host group on cpu, cpu-ref)");
   sub->add_flag("--dense", o->dense, "Dense attention in every layer (the baseline)");

@@ -104,9 +104,17 @@ LayerProblem::LayerProblem(const LayerConfig& c, int batch, int64_t ctx, int qle
   k_cache = hal::HostTensor(c.dtype, {P, c.Hkv, c.Bs, c.D});
   v_cache = hal::HostTensor(c.dtype, {P, c.Hkv, c.Bs, c.D});
   qi = hal::HostTensor(c.dtype, {T, c.Hi, c.Di});
-  ki_cache = hal::HostTensor(c.ki_dtype, {P, c.Bs, c.Di});
+  const bool nvfp4 = c.ki_dtype == hal::DType::fp4_e2m1x2;
+  ki_cache = hal::HostTensor(c.ki_dtype, {P, c.Bs, nvfp4 ? c.Di / 2 : c.Di});
   for (auto* t : {&q, &k_cache, &v_cache, &qi}) fill_random(*t, rng, 1.0f);
-  fill_random(ki_cache, rng, c.ki_dtype == hal::DType::fp8_e4m3 ? 200.0f : 1.0f);
+  if (nvfp4) {  // random E2M1 code bytes, e4m3 group scales in [0.1, 0.4]
+    for (int64_t i = 0; i < ki_cache.numel(); ++i) ki_cache.data<uint8_t>()[i] = static_cast<uint8_t>(rng() & 0xffu);
+    ki_scale = hal::HostTensor(hal::DType::fp8_e4m3, {P, c.Bs, c.Di / 16});
+    std::uniform_real_distribution<float> u(0.1f, 0.4f);
+    for (int64_t i = 0; i < ki_scale.numel(); ++i) ki_scale.set(i, u(rng));
+  } else {
+    fill_random(ki_cache, rng, c.ki_dtype == hal::DType::fp8_e4m3 ? 200.0f : 1.0f);
+  }
   if (c.ki_dtype == hal::DType::fp8_e4m3) {
     ki_scale = hal::HostTensor(hal::DType::f32, {P, c.Bs});
     std::uniform_real_distribution<float> u(0.002f, 0.01f);

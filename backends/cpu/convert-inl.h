@@ -1,6 +1,7 @@
 // Per-target helpers (Highway): loading f32 / bf16 / f16 / fp8_e4m3 elements as f32
-// vectors, converting key / value rows into f32 tiles, and the register budget of the
-// target. Included by the kernel files after hwy/highway.h, once per target.
+// vectors, decoding NVFP4 key groups, converting key / value rows into f32 tiles, and the
+// register budget of the target. Included by the kernel files after hwy/highway.h, once
+// per target.
 #if defined(MSA_CPU_CONVERT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MSA_CPU_CONVERT_INL_H_
 #undef MSA_CPU_CONVERT_INL_H_
@@ -94,6 +95,76 @@ HWY_INLINE VF LoadF32(DF df, const Fp8E4m3* HWY_RESTRICT p) {
   v = hn::IfThenElse(hn::RebindMask(df, hn::Eq(mag, hn::Set(du, 0x7Fu))), hn::NaN(df), v);
   return hn::Or(v, hn::BitCast(df, sign));
 }
+
+// NVFP4 keys (hal/nvfp4.h): twice the E2M1 value of each signed code. These are the
+// integers 0, 1, 2, 3, 4, 6, 8, 12 and their negatives, so one byte shuffle decodes 16 codes
+// and the group multiplier (0.5 * the e4m3 scale) carries the half. Products of such an
+// integer and an e4m3 value are exact in f32, so the decoded keys are the exact ones.
+// Code 8 (-0) decodes to +0, which changes no sum.
+alignas(16) inline constexpr int8_t kE2m1Twice[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+#if HWY_TARGET == HWY_SCALAR
+// Decodes ng consecutive NVFP4 groups (codes: 8 bytes each, low nibble = even element;
+// gmul[g] = 0.5 * the e4m3 scale of group g) into dst[16 * ng]. The rows of a key block
+// are contiguous, so a block of nk rows of D dims is nk * D / 16 groups.
+HWY_INLINE void DecodeNvfp4(const uint8_t* HWY_RESTRICT codes, const float* HWY_RESTRICT gmul, size_t ng,
+                            float* HWY_RESTRICT dst) {
+  for (size_t i = 0; i < 16 * ng; ++i)
+    dst[i] = static_cast<float>(kE2m1Twice[(codes[i / 2] >> (4 * (i % 2))) & 15]) * gmul[i / 16];
+}
+#else
+// dst[0..16) = the 16 decoded values vals (int8, twice the E2M1 values) times mul. (A
+// template, so that only the branch of this target's width is instantiated.)
+template <class D, class V8>
+HWY_INLINE void StoreNvfp4Group(D df, V8 vals, float mul, float* HWY_RESTRICT dst) {
+  const hn::RebindToSigned<D> di;
+  const auto m = hn::Set(df, mul);
+  constexpr size_t kN = hn::MaxLanes(D());
+  if constexpr (kN == 16) {
+    hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, vals)), m), df, dst);
+  } else if constexpr (kN == 8) {
+    const hn::Half<hn::Full128<int8_t>> dh;
+    hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LowerHalf(dh, vals))), m), df, dst);
+    hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::UpperHalf(dh, vals))), m), df, dst + 8);
+  } else {
+    alignas(16) int8_t v8[16];
+    hn::Store(vals, hn::Full128<int8_t>(), v8);
+    const hn::Rebind<int8_t, D> dq;
+    for (size_t i = 0; i < 16; i += kN)
+      hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(dq, v8 + i))), m), df, dst + i);
+  }
+}
+
+// Decodes ng consecutive NVFP4 groups (codes: 8 bytes each, low nibble = even element;
+// gmul[g] = 0.5 * the e4m3 scale of group g) into dst[16 * ng]. The rows of a key block
+// are contiguous, so a block of nk rows of D dims is nk * D / 16 groups. Two groups per
+// step: 16 bytes split into low and high nibbles, interleaved back into element order,
+// then one byte shuffle per group.
+HWY_INLINE void DecodeNvfp4(const uint8_t* HWY_RESTRICT codes, const float* HWY_RESTRICT gmul, size_t ng,
+                            float* HWY_RESTRICT dst) {
+  const DF df;
+  const hn::Full128<uint8_t> du8;
+  const hn::Full128<int8_t> d8;
+  const auto tbl = hn::Load(d8, kE2m1Twice);
+  const auto mask = hn::Set(du8, uint8_t{0x0F});
+  size_t g = 0;
+  for (; g + 2 <= ng; g += 2) {
+    const auto raw = hn::LoadU(du8, codes + 8 * g);
+    const auto lo = hn::And(raw, mask), hi = hn::ShiftRight<4>(raw);
+    const auto c0 = hn::BitCast(d8, hn::InterleaveLower(du8, lo, hi));
+    const auto c1 = hn::BitCast(d8, hn::InterleaveUpper(du8, lo, hi));
+    StoreNvfp4Group(df, hn::TableLookupBytes(tbl, c0), gmul[g], dst + 16 * g);
+    StoreNvfp4Group(df, hn::TableLookupBytes(tbl, c1), gmul[g + 1], dst + 16 * g + 16);
+  }
+  if (g < ng) {  // the last group alone: 8 bytes (reading 16 could pass the buffer's end)
+    uint64_t w;
+    std::memcpy(&w, codes + 8 * g, 8);
+    const auto raw = hn::BitCast(du8, hn::Set(hn::Full128<uint64_t>(), w));
+    const auto c0 = hn::BitCast(d8, hn::InterleaveLower(du8, hn::And(raw, mask), hn::ShiftRight<4>(raw)));
+    StoreNvfp4Group(df, hn::TableLookupBytes(tbl, c0), gmul[g], dst + 16 * g);
+  }
+}
+#endif
 
 // dst[0..n) = src[0..n) as f32, times `mul`.
 template <typename T>

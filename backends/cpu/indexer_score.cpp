@@ -5,6 +5,8 @@
 // Prefill (many rows per group): rows in vector lanes, each converted key block reused
 // by all rows through the broadcast-FMA panels of attention_core-inl.h. Decode (a few
 // rows): dot products along Di, keys streamed once, row by row of the block.
+// NVFP4 keys are decoded (codes times their group scale, exactly) into f32: the whole
+// block for prefill, L1-sized runs of rows for decode; then the f32 kernels run.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/indexer_score.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/attention_core-inl.h"
 #include "backends/cpu/indexer_plan.h"
@@ -156,6 +159,34 @@ HWY_INLINE float PoolRow(const float* x, size_t n, bool lse) {
   return mx + std::log(sum);
 }
 
+// Logits of rows [0, rows) (q [rows][Di]) against keys j < nk: logit[r][j] (row stride ldl).
+template <typename T>
+HWY_INLINE void DotRows(const float* HWY_RESTRICT q, size_t rows, const T* HWY_RESTRICT k, size_t nk, size_t Di,
+                        const float* HWY_RESTRICT kscale, float* HWY_RESTRICT logit, size_t ldl) {
+  for (size_t r0 = 0; r0 < rows; r0 += 4) {
+    float* l = logit + r0 * ldl;
+    switch (std::min<size_t>(4, rows - r0)) {
+      case 1: DotLogits<1>(q + r0 * Di, k, nk, Di, kscale, l, ldl); break;
+      case 2: DotLogits<2>(q + r0 * Di, k, nk, Di, kscale, l, ldl); break;
+      case 3: DotLogits<3>(q + r0 * Di, k, nk, Di, kscale, l, ldl); break;
+      default: DotLogits<4>(q + r0 * Di, k, nk, Di, kscale, l, ldl); break;
+    }
+  }
+}
+
+// pooled[r] = the pooled logits s[r][0, n) of each row, n = its visible keys among nk.
+HWY_INLINE void PoolDotRows(const float* s, size_t lds, size_t rows, const float* lim, float kpos0, size_t nk,
+                            bool lse, float* pooled) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float visible = lim[r] + 1.0f - kpos0;  // keys of this row in the block
+    const size_t n = visible <= 0.0f ? 0 : std::min(nk, static_cast<size_t>(visible));
+    pooled[r] = PoolRow(s + r * lds, n, lse);
+  }
+}
+
+// Tag type of NVFP4 keys (fp4_e2m1x2 codes with e4m3 group scales).
+struct Nvfp4Key {};
+
 template <typename T>
 void RunTask(const IndexerPlan& p, const IndexerPlan::Task& task) {
   const IndexerPlan::Group& grp = p.groups[static_cast<size_t>(task.group)];
@@ -193,7 +224,14 @@ void RunTask(const IndexerPlan& p, const IndexerPlan::Task& task) {
   float* ktile = dot ? nullptr : scratch_floats(3, Bs * Di);
   float* s = scratch_floats(4, std::max(Bs * kTileVecs * N, Bs * static_cast<size_t>(kIdxDotRows)));
 
-  const T* ki = static_cast<const T*>(p.ki);
+  constexpr bool kFp4 = std::is_same_v<T, Nvfp4Key>;
+  const size_t G = Di / 16;  // NVFP4 groups per key row
+  // NVFP4: the block's group multipliers (0.5 * scale, see DecodeNvfp4) and, for decode,
+  // the decoded rows of one L1-sized run.
+  float* gmul = kFp4 ? scratch_floats(5, Bs * G) : nullptr;
+  const size_t run_rows = std::max<size_t>(2, 4096 / Di);
+  float* kdec = kFp4 && dot ? scratch_floats(3, run_rows * Di) : nullptr;
+
   const int64_t c0 = task.chunk * kIdxChunkBlocks;
   const int64_t c1 = std::min(grp.n_blocks, c0 + kIdxChunkBlocks);
   for (int64_t c = c0; c < c1; ++c) {
@@ -202,26 +240,33 @@ void RunTask(const IndexerPlan& p, const IndexerPlan::Task& task) {
     // Keys past the group's last query are never valid: do not read them.
     const size_t nk = static_cast<size_t>(std::min<int64_t>(
         std::min<int64_t>(p.Bs, seq.kv_len - c * p.Bs), static_cast<int64_t>(max_lim) + 1 - c * p.Bs));
-    const T* kb = ki + static_cast<size_t>(page) * Bs * Di;
-    const float* ks = p.ki_scale != nullptr ? p.ki_scale + static_cast<size_t>(page) * Bs : nullptr;
-    if (dot) {
-      for (size_t r0 = 0; r0 < rows; r0 += 4) {
-        const size_t nr = std::min<size_t>(4, rows - r0);
-        switch (nr) {
-          case 1: DotLogits<1>(q + r0 * Di, kb, nk, Di, ks, s, Bs); break;
-          case 2: DotLogits<2>(q + r0 * Di, kb, nk, Di, ks, s, Bs); break;
-          case 3: DotLogits<3>(q + r0 * Di, kb, nk, Di, ks, s, Bs); break;
-          default: DotLogits<4>(q + r0 * Di, kb, nk, Di, ks, s, Bs); break;
+    if constexpr (kFp4) {
+      // Only the nk rows read below have their scales converted (slack scales may be NaN).
+      const uint8_t* kb = static_cast<const uint8_t*>(p.ki) + static_cast<size_t>(page) * Bs * (Di / 2);
+      ConvertRow(reinterpret_cast<const Fp8E4m3*>(p.ki_group_scale + static_cast<size_t>(page) * Bs * G), nk * G,
+                 0.5f, gmul);
+      if (dot) {
+        // Logits of row r go to s[r][Bs]; each run of rows is decoded once for all rows.
+        for (size_t j0 = 0; j0 < nk; j0 += run_rows) {
+          const size_t m = std::min(run_rows, nk - j0);
+          DecodeNvfp4(kb + j0 * (Di / 2), gmul + j0 * G, m * G, kdec);
+          DotRows(q, rows, kdec, m, Di, nullptr, s + j0, Bs);
         }
-        for (size_t rr = 0; rr < nr; ++rr) {
-          const float visible = lim[r0 + rr] + 1.0f - kpos0;  // keys of this row in the block
-          const size_t n = visible <= 0.0f ? 0 : std::min(nk, static_cast<size_t>(visible));
-          pooled[r0 + rr] = PoolRow(s + rr * Bs, n, p.pool_lse);
-        }
+        PoolDotRows(s, Bs, rows, lim, kpos0, nk, p.pool_lse, pooled);
+      } else {
+        DecodeNvfp4(kb, gmul, nk * G, ktile);
+        ScoreTileRows(q, rpad, lim, ktile, nk, Di, kpos0, p.pool_lse, s, pooled);
       }
     } else {
-      ConvertRows(kb, Di, nk, Di, ks, ktile);
-      ScoreTileRows(q, rpad, lim, ktile, nk, Di, kpos0, p.pool_lse, s, pooled);
+      const T* kb = static_cast<const T*>(p.ki) + static_cast<size_t>(page) * Bs * Di;
+      const float* ks = p.ki_scale != nullptr ? p.ki_scale + static_cast<size_t>(page) * Bs : nullptr;
+      if (dot) {
+        DotRows(q, rows, kb, nk, Di, ks, s, Bs);
+        PoolDotRows(s, Bs, rows, lim, kpos0, nk, p.pool_lse, pooled);
+      } else {
+        ConvertRows(kb, Di, nk, Di, ks, ktile);
+        ScoreTileRows(q, rpad, lim, ktile, nk, Di, kpos0, p.pool_lse, s, pooled);
+      }
     }
     // Per query block: the maximum over its queries.
     for (int64_t n = grp.qb_begin; n < grp.qb_end; ++n) {
@@ -249,6 +294,7 @@ void RunIndexerPlan(const IndexerPlan& p) {
     switch (p.k_dtype) {
       case hal::DType::f32: RunTask<float>(p, t); break;
       case hal::DType::fp8_e4m3: RunTask<Fp8E4m3>(p, t); break;
+      case hal::DType::fp4_e2m1x2: RunTask<Nvfp4Key>(p, t); break;
       default: RunTask<hwy::bfloat16_t>(p, t); break;
     }
   });
@@ -277,6 +323,7 @@ void indexer_score(hal::Stream&, const ops::IndexerScoreArgs& a) {
   p.ki = a.ki_cache.data<const void>();
   p.ki_scale = a.ki_scale.present() && a.ki_cache.dtype == hal::DType::fp8_e4m3 ? a.ki_scale.data<const float>()
                                                                                  : nullptr;
+  p.ki_group_scale = a.ki_cache.dtype == hal::DType::fp4_e2m1x2 ? a.ki_scale.data<const uint8_t>() : nullptr;
   p.block_table = a.block_table.data<const int32_t>();
   p.score = a.block_score.data<float>();
   p.max_blocks = a.block_table.dim(1);

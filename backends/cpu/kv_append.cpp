@@ -2,7 +2,8 @@
 // slot pos % Bs of page block_table[b][pos / Bs], pos = kv_len[b] - q_len[b] + i. K and
 // V rows are copied bit for bit (one contiguous D-row per KV head); indexer keys are
 // converted to the cache dtype exactly as cpu-ref does (fp8 with a scale tensor: scale =
-// amax / 448, value = x / scale). Tokens run in parallel; each writes its own slots.
+// amax / 448, value = x / scale; NVFP4: hal::quantize_nvfp4_group per group of 16 dims of
+// the f32 values). Tokens run in parallel; each writes its own slots.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "backends/cpu/varlen.h"
 #include "hal/dtype.h"
 #include "hal/error.h"
+#include "hal/nvfp4.h"
 
 namespace msa::cpu {
 
@@ -56,6 +58,19 @@ void kv_append(hal::Stream&, const ops::KvAppendArgs& a) {
     }
     if (!with_ki) return;
     const auto* ki = a.ki.data<const uint8_t>();
+    if (a.ki_cache.dtype == hal::DType::fp4_e2m1x2) {  // NVFP4: codes + e4m3 scale per 16 dims
+      constexpr int kG = hal::kNvfp4Group;
+      const int64_t row = page * Bs + slot, G = Di / kG;
+      uint8_t* codes = a.ki_cache.data<uint8_t>() + row * (Di / 2);
+      uint8_t* scales = a.ki_scale.data<uint8_t>() + row * G;
+      float x[kG];
+      for (int64_t g = 0; g < G; ++g) {
+        for (int i = 0; i < kG; ++i)
+          x[i] = hal::load_as_f32(a.ki.dtype, ki, static_cast<size_t>(t * Di + g * kG + i));
+        hal::quantize_nvfp4_group(x, codes + g * (kG / 2), scales + g);
+      }
+      return;
+    }
     float scale = 1.0f;
     if (fp8 && with_scale) {
       float amax = 0.0f;

@@ -9,6 +9,7 @@
 
 #include "backends/cpu_ref/common.h"
 #include "backends/cpu_ref/kernels.h"
+#include "hal/nvfp4.h"
 
 namespace msa::cpu_ref {
 
@@ -22,7 +23,7 @@ void kv_append(hal::Stream&, const ops::KvAppendArgs& a) {
   check_block_table(op, batch, a.block_table, P);
   const bool with_ki = a.ki.present() && a.ki_cache.present();
   const int64_t Di = with_ki ? a.ki.dim(1) : 0;
-  const bool with_scale = with_ki && a.ki_scale.present();
+  const bool with_scale = with_ki && a.ki_scale.present();  // (NVFP4 keys always have scales)
   const bool fp8 = with_ki && a.ki_cache.dtype == hal::DType::fp8_e4m3;
 
   const size_t row_bytes = static_cast<size_t>(D) * hal::dtype_size(a.k.dtype);
@@ -43,6 +44,18 @@ void kv_append(hal::Stream&, const ops::KvAppendArgs& a) {
         std::memcpy(v_dst + dst, v_src + src, row_bytes);
       }
       if (!with_ki) continue;
+      if (a.ki_cache.dtype == hal::DType::fp4_e2m1x2) {  // NVFP4: per group of 16 dims
+        const int64_t row = page * Bs + slot, G = Di / hal::kNvfp4Group;
+        float x[hal::kNvfp4Group];
+        for (int64_t g = 0; g < G; ++g) {
+          for (int i = 0; i < hal::kNvfp4Group; ++i)
+            x[i] = hal::load_as_f32(a.ki.dtype, a.ki.data<const uint8_t>(),
+                                    static_cast<size_t>(t * Di + g * hal::kNvfp4Group + i));
+          hal::quantize_nvfp4_group(x, a.ki_cache.data<uint8_t>() + row * (Di / 2) + g * (hal::kNvfp4Group / 2),
+                                    a.ki_scale.data<uint8_t>() + row * G + g);
+        }
+        continue;
+      }
       // fp8 keys with a scale tensor: scale = amax / 448 in f32 (1 for an all-zero row),
       // stored value = x / scale rounded (saturating) to e4m3. Without a scale tensor, or
       // for bf16/f32 keys, the value is converted directly and any scale written is 1.

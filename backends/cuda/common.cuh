@@ -9,8 +9,9 @@
 
 namespace msa::MSA_GPU_NS {
 
-// Element type codes: equal to the values of hal::DType.
-enum : int { kF32 = 0, kF16 = 1, kBF16 = 2, kFP8 = 3, kI32 = 4 };
+// Element type codes: equal to the values of hal::DType (kFP4: NVFP4 key bytes, two E2M1
+// codes each; decoded with their e4m3 group scales, never through Elem / load_any).
+enum : int { kF32 = 0, kF16 = 1, kBF16 = 2, kFP8 = 3, kI32 = 4, kFP4 = 5 };
 
 constexpr int kWarp = MSA_WARP_SIZE;
 
@@ -60,6 +61,23 @@ __device__ __forceinline__ uint8_t f32_to_fp8_bits(float f) {
     if (bits > 0x7eu) bits = 0x7eu;
   }
   return static_cast<uint8_t>(sign | bits);
+}
+
+// NVFP4 (hal/nvfp4.h). The two E2M1 codes of byte b as an f16x2 of value * 2^-14 (low
+// half = low nibble): sign to bit 15, the 3 magnitude bits to bits 9..11, which read as
+// f16 give exponent E and mantissa m, i.e. (1 + m/2) 2^(E-15) or, for E = 0, the
+// subnormal m 2^-15: exactly e2m1 * 2^-14. Callers fold the 2^14 into a scale.
+__device__ __forceinline__ uint32_t e2m1x2_to_f16x2_tiny(uint32_t b) {
+  return ((b & 0x7u) << 9) | ((b & 0x8u) << 12) | ((b & 0x70u) << 21) | ((b & 0x80u) << 24);
+}
+// hal::e2m1_code: the E2M1 code of x for a group scale s > 0, by exact comparisons (ties
+// to the even code, saturating at 6; code 0 is +0; NaN -> 0).
+__device__ __forceinline__ uint32_t e2m1_code(float x, float s) {
+  if (x != x) return 0u;
+  const float a = fabsf(x);
+  uint32_t c = (a > 0.25f * s) + (a >= 0.75f * s) + (a > 1.25f * s) + (a >= 1.75f * s) + (a > 2.5f * s) +
+               (a >= 3.5f * s) + (a > 5.0f * s);
+  return (c != 0u && (__float_as_uint(x) >> 31)) ? (c | 8u) : c;
 }
 
 // ---- element type tags ------------------------------------------------------------------

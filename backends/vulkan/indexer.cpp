@@ -4,6 +4,9 @@
 // block_topk (one workgroup per query block x selection head, exact radix select,
 // shaders/block_topk.comp). Key caches larger than one binding (or MSA_VK_FORCE_BDA=1)
 // go to indexer_block.comp's variant reading them through their device address.
+// NVFP4 keys (fp4_e2m1x2 ki_cache with [P][Bs][Di/16] e4m3 ki_scale) have their own
+// variants of both shaders (KI_TYPE fp4); indexer_block.comp reads them in 8-byte units
+// (one group of 16 codes per invocation) instead of 16-byte ones.
 #include <algorithm>
 
 #include "backends/vulkan/kernel_util.h"
@@ -25,6 +28,16 @@ constexpr uint32_t kBlockWgs = 128;             // WGS of indexer_block.comp
 constexpr uint64_t kBlockMaxGroups = 65536;
 constexpr uint64_t kBlockMaxRun = 16;           // MAX_BPW of indexer_block.comp
 
+bool is_nvfp4(const hal::Tensor& ki_cache) { return ki_cache.dtype == hal::DType::fp4_e2m1x2; }
+
+// Bytes of indexer_block.comp's key reads (uvec4; uvec2 for NVFP4).
+uint64_t key_unit(const hal::Tensor& ki_cache) { return is_nvfp4(ki_cache) ? 8 : 16; }
+
+// Bytes of one key row of Di dims.
+int64_t key_row_bytes(const hal::Tensor& ki_cache, int64_t Di) {
+  return is_nvfp4(ki_cache) ? Di / 2 : Di * static_cast<int64_t>(hal::dtype_size(ki_cache.dtype));
+}
+
 // "" when indexer_block.comp handles this call, else why not.
 std::string block_unsupported(const ops::IndexerScoreArgs& a) {
   const Caps& caps = device_of(a.qi, "qi").caps();
@@ -33,9 +46,10 @@ std::string block_unsupported(const ops::IndexerScoreArgs& a) {
     return "needs subgroup shuffles with a subgroup size of 8 to 128";
   const int64_t Di = a.qi.dim(2), Bs = a.ki_cache.dim(1);
   if (Bs > 128) return "Bs > 128";
-  const int64_t row_bytes = Di * static_cast<int64_t>(hal::dtype_size(a.ki_cache.dtype));
-  if (Di <= 0 || Di > 128 || row_bytes % 16 != 0) return "Di over 128 or key rows not whole 16-byte chunks";
-  if (a.ki_cache.offset % 16 != 0) return "ki_cache view not 16-byte aligned";
+  const int64_t row_bytes = key_row_bytes(a.ki_cache, Di);
+  const auto unit = static_cast<int64_t>(key_unit(a.ki_cache));
+  if (Di <= 0 || Di > 128 || row_bytes % unit != 0) return "Di over 128 or key rows not whole read units";
+  if (static_cast<int64_t>(a.ki_cache.offset % unit) != 0) return "ki_cache view not aligned to the read unit";
   if (a.NQ * a.block_score.dim(2) >= (int64_t{1} << 32)) return "NQ * max_blocks >= 2^32";
   return "";
 }
@@ -52,13 +66,15 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
            hal::OpId::indexer_score);
   IndexerBlockBdaPC bp{};
   pc.off_qi = l.bind(a.qi, "qi");
+  const uint64_t unit = key_unit(a.ki_cache);
   if (by_address) {
-    bp.ki_addr = l.bind_address(a.ki_cache, "ki_cache", 16);
+    bp.ki_addr = l.bind_address(a.ki_cache, "ki_cache", unit);
     pc.off_ki = 0;
   } else {
     pc.off_ki = l.bind(a.ki_cache, "ki_cache");
-    // indexer_block.comp reads keys as 16-byte units (fp8 offsets are in bytes).
-    if (blk) pc.off_ki = static_cast<uint32_t>(pc.off_ki * hal::dtype_size(a.ki_cache.dtype) / 16);
+    // indexer_block.comp reads keys as 16-byte units, NVFP4 keys as 8-byte ones (fp8 and
+    // fp4 offsets are in bytes).
+    if (blk) pc.off_ki = static_cast<uint32_t>(pc.off_ki * hal::dtype_size(a.ki_cache.dtype) / unit);
   }
   pc.off_kis = l.bind(a.ki_scale, "ki_scale");
   pc.off_bt = l.bind(a.block_table, "block_table");
@@ -75,7 +91,7 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   pc.B = u32(a.kv_len.dim(0), name, "kv_len");
   pc.Qb = u32(a.Qb, name, "Qb");
   pc.NQ = u32(a.NQ, name, "NQ");
-  pc.has_scale = a.ki_scale.present() ? 1 : 0;
+  pc.has_scale = a.ki_scale.present() && !is_nvfp4(a.ki_cache) ? 1 : 0;  // the f32 per-token scale
   pc.pool_lse = a.pool == ops::Pool::lse ? 1 : 0;
   pc.scale = a.scale;
   // At least one workgroup when there are sequences: workgroup 0 validates cu_q/kv_len.
@@ -102,11 +118,11 @@ std::string supports_indexer_score(const ops::IndexerScoreArgs& a) {
   const VulkanDevice& dev = device_of(a.qi, "qi");
   if (a.qi.dim(2) > 256) return "indexer head dim Di = " + std::to_string(a.qi.dim(2)) + " > 256";
   const hal::DType k = a.ki_cache.dtype;
-  if (k != hal::DType::f32 && k != hal::DType::bf16 && k != hal::DType::fp8_e4m3)
+  if (k != hal::DType::f32 && k != hal::DType::bf16 && k != hal::DType::fp8_e4m3 && k != hal::DType::fp4_e2m1x2)
     return std::string("ki_cache dtype ") + hal::dtype_name(k) + " has no Vulkan kernel";
   if (a.NQ * a.qi.dim(1) * a.block_score.dim(2) >= (int64_t{1} << 32)) return "NQ * Hi * max_blocks >= 2^32";
   if (block_unsupported(a).empty() && use_addresses(dev, {&a.ki_cache})) {
-    if (std::string why = check_addressable(dev, a.ki_cache, 16); !why.empty()) return why;
+    if (std::string why = check_addressable(dev, a.ki_cache, key_unit(a.ki_cache)); !why.empty()) return why;
     return check_bindable(dev, {&a.qi, &a.ki_scale, &a.block_table, &a.kv_len, &a.cu_q, &a.block_score});
   }
   return check_bindable(dev, {&a.qi, &a.ki_cache, &a.ki_scale, &a.block_table, &a.kv_len, &a.cu_q,

@@ -1,6 +1,7 @@
 // kv_append: one dispatch copies K and V rows into their cache slots
 // (shaders/kv_append_kv.comp); a second converts the indexer keys
-// (shaders/kv_append_ki.comp). Ops on the stream run in order, so the two never race.
+// (shaders/kv_append_ki.comp; NVFP4 keys: per group of 16 dims, codes and e4m3 scales).
+// Ops on the stream run in order, so the two never race.
 // K/V caches larger than one binding (or MSA_VK_FORCE_BDA=1) are written through their
 // buffer device addresses (kv_append_kv_*_bda).
 #include <algorithm>
@@ -64,7 +65,7 @@ void kv_append(hal::Stream& s, const ops::KvAppendArgs& a) {
   pc.Bs = u32(a.ki_cache.dim(1), name, "ki_cache");
   pc.max_blocks = u32(a.block_table.dim(1), name, "block_table");
   pc.B = u32(a.kv_len.dim(0), name, "kv_len");
-  pc.has_scale = a.ki_scale.present() ? 1 : 0;
+  pc.has_scale = a.ki_scale.present() ? 1 : 0;  // (NVFP4: the required group scales)
   l.run(pc, pc.T);
 }
 
@@ -74,7 +75,7 @@ std::string supports_kv_append(const ops::KvAppendArgs& a) {
   if (es != 2 && es != 4) return std::string("cache dtype ") + hal::dtype_name(a.k.dtype) + " has no Vulkan kernel";
   if (a.ki.present() && a.ki_cache.present()) {
     const hal::DType k = a.ki_cache.dtype;
-    if (k != hal::DType::f32 && k != hal::DType::bf16 && k != hal::DType::fp8_e4m3)
+    if (k != hal::DType::f32 && k != hal::DType::bf16 && k != hal::DType::fp8_e4m3 && k != hal::DType::fp4_e2m1x2)
       return std::string("ki_cache dtype ") + hal::dtype_name(k) + " has no Vulkan kernel";
     if (!hal::is_activation_dtype(a.ki.dtype))
       return std::string("ki dtype ") + hal::dtype_name(a.ki.dtype) + " has no Vulkan kernel";

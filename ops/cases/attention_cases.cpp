@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 
+#include "hal/nvfp4.h"
 #include "ops/cases/attention_args.h"
 #include "ops/cases/attn_common.h"
 #include "ops/ops.h"
@@ -82,6 +83,40 @@ Slot ki_scale_input(const Batch& batch, const Pages& pages, Rng& rng, bool perf)
     }
   }
   return Slot::input("ki_scale", std::move(t));
+}
+
+void push_indexer_key_slots(CaseData& d, const AttnParams& p, const Batch& batch, const Pages& pages, Rng& rng,
+                            bool perf, bool add_structure) {
+  if (p.ki_dtype != hal::DType::fp4_e2m1x2) {
+    d.slots.push_back(cache_input("ki_cache", batch, pages, 0, p.Di, p.ki_dtype, rng, 1.0, perf));
+    if (add_structure) add_block_structure(d.slots.back(), p.Bs, rng, 2.0);
+    d.slots.push_back(p.ki_scale ? ki_scale_input(batch, pages, rng, perf) : Slot::none("ki_scale"));
+    return;
+  }
+  // NVFP4: random code bytes (every E2M1 value of both signs), scales 2^[-4, 2) rounded to
+  // e4m3; a slack slot's scales are NaN, which must not reach any score.
+  d.slots.push_back(cache_input("ki_cache", batch, pages, 0, p.Di / 2, p.ki_dtype, rng, 1.0, perf));
+  d.slots.push_back(nvfp4_scale_input(batch, pages, p.Di, rng, perf));
+}
+
+Slot nvfp4_scale_input(const Batch& batch, const Pages& pages, int Di, Rng& rng, bool perf) {
+  const int64_t G = Di / hal::kNvfp4Group;
+  hal::HostTensor t(hal::DType::fp8_e4m3, {pages.P, pages.Bs, G});
+  auto* s = t.data<uint8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) s[i] = hal::f32_to_fp8_e4m3(static_cast<float>(std::exp2(rng.uniform(-4.0, 2.0))));
+  if (!perf) {
+    for (int64_t pg = 0; pg < pages.P; ++pg) {
+      const int b = pages.seq_of_page[static_cast<size_t>(pg)];
+      const int64_t first = b < 0 ? 0 : std::clamp<int64_t>(batch.kv_len[static_cast<size_t>(b)] - pages.block_of_page[static_cast<size_t>(pg)] * pages.Bs, 0, pages.Bs);
+      for (int64_t j = first * G; j < pages.Bs * G; ++j) s[pg * pages.Bs * G + j] = 0x7f;  // e4m3 NaN
+    }
+  }
+  return Slot::input("ki_scale", std::move(t));
+}
+
+double indexer_key_bytes(const AttnParams& p) {
+  if (p.ki_dtype == hal::DType::fp4_e2m1x2) return p.Di / 2.0 + p.Di / static_cast<double>(hal::kNvfp4Group);
+  return p.Di * static_cast<double>(hal::dtype_size(p.ki_dtype)) + (p.ki_scale ? 4.0 : 0.0);
 }
 
 double valid_token_bytes(const Batch& batch, double row_bytes) {
@@ -276,7 +311,6 @@ class MsaLayerCase : public Case {
   }
   double bytes() const override {
     const double es = static_cast<double>(hal::dtype_size(p_.dtype));
-    const double kes = static_cast<double>(hal::dtype_size(p_.ki_dtype));
     const double T = static_cast<double>(batch_.T()), NQ = static_cast<double>(batch_.NQ());
     // Selected blocks per sequence and selection head: at most k per query block, and
     // never more than the sequence has (adjacent queries share blocks).
@@ -287,7 +321,7 @@ class MsaLayerCase : public Case {
     for (int b = 0; b < batch_.B(); ++b)
       blocks += std::min(per_seq[static_cast<size_t>(b)], static_cast<double>(batch_.blocks_of(b, p_.Bs)));
     const double kv_per_sel = p_.mode == ops::SelectionMode::shared ? p_.Hkv : 1;
-    return detail::valid_token_bytes(batch_, p_.Di * kes + (p_.ki_scale ? 4.0 : 0.0))  // indexer keys
+    return detail::valid_token_bytes(batch_, detail::indexer_key_bytes(p_))  // indexer keys
            + T * p_.Hs() * p_.Di * es                                                 // qi
            + blocks * p_.Hs() * kv_per_sel * 2.0 * p_.Bs * p_.D * es                  // selected K, V
            + 2.0 * T * p_.Hq * p_.D * es + T * p_.Hq * 4.0                            // q, out, lse
@@ -308,9 +342,7 @@ class MsaLayerCase : public Case {
                                     : detail::random_input("qi", p_.dtype, {T, Hs, p_.Di}, rng, 2.0, perf));
     d.slots.push_back(detail::cache_input("k_cache", batch_, pages, p_.Hkv, p_.D, p_.dtype, rng, 1.0, perf));
     d.slots.push_back(detail::cache_input("v_cache", batch_, pages, p_.Hkv, p_.D, p_.dtype, rng, 1.0, perf));
-    d.slots.push_back(detail::cache_input("ki_cache", batch_, pages, 0, p_.Di, p_.ki_dtype, rng, 1.0, perf));
-    if (p_.correlated) detail::add_block_structure(d.slots.back(), p_.Bs, rng, 2.0);
-    d.slots.push_back(p_.ki_scale ? detail::ki_scale_input(batch_, pages, rng, perf) : Slot::none("ki_scale"));
+    detail::push_indexer_key_slots(d, p_, batch_, pages, rng, perf, p_.correlated);
     detail::push_index_slots(d, batch_, pages);
     d.slots.push_back(Slot::output("block_score", hal::DType::f32, {NQ, Hs, pages.max_blocks}, {}));
     d.slots.push_back(Slot::output("block_idx", hal::DType::i32, {NQ, Hs, p_.k}, {}));

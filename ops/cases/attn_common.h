@@ -32,6 +32,19 @@ void push_index_slots(CaseData& d, const Batch& batch, const Pages& pages);
 // The fp8 per-token key scale [P][Bs] in [0.5, 2) (NaN in slack slots in check mode).
 Slot ki_scale_input(const Batch& batch, const Pages& pages, Rng& rng, bool perf);
 
+// The ki_cache and ki_scale slots of `p`'s indexer keys: bf16 / f32 / fp8 (with the
+// optional per-token scale), or NVFP4 (Di/2 random code bytes per token and the [P][Bs][Di/16]
+// e4m3 group scales, NaN in slack slots in check mode). `add_structure` adds block-level
+// structure (add_block_structure) to float keys.
+void push_indexer_key_slots(CaseData& d, const AttnParams& p, const Batch& batch, const Pages& pages, Rng& rng,
+                            bool perf, bool add_structure = false);
+
+// NVFP4 group scales [P][Bs][Di/16] e4m3: 2^[-4, 2) rounded, NaN in slack slots in check mode.
+Slot nvfp4_scale_input(const Batch& batch, const Pages& pages, int Di, Rng& rng, bool perf);
+
+// Bytes per token of p's indexer keys (codes and scales).
+double indexer_key_bytes(const AttnParams& p);
+
 // Bytes of the valid cache tokens of every sequence for `row_bytes` per token.
 double valid_token_bytes(const Batch& batch, double row_bytes);
 

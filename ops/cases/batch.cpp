@@ -97,6 +97,10 @@ Pages make_pages(const Batch& batch, int Bs, Rng& rng, bool shuffle, int spare, 
 hal::HostTensor random_tensor(hal::DType dtype, std::vector<int64_t> shape, Rng& rng, double sigma) {
   hal::HostTensor t(dtype, std::move(shape));
   const int64_t n = t.numel();
+  if (dtype == hal::DType::fp4_e2m1x2) {  // packed E2M1 pairs: every byte equally likely
+    for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(rng.below(256));
+    return t;
+  }
   for (int64_t i = 0; i < n; ++i) t.set(static_cast<size_t>(i), static_cast<float>(sigma * rng.normal()));
   return t;
 }
@@ -123,6 +127,7 @@ hal::HostTensor make_cache(const Batch& batch, const Pages& pages, int heads, in
   if (perf) return random_tile(dtype, shape, rng, sigma, size_t{32} << 20, tiled);
   tiled = false;
   hal::HostTensor t = random_tensor(dtype, shape, rng, sigma);
+  if (dtype == hal::DType::fp4_e2m1x2) return t;  // E2M1 has no NaN: NVFP4 slack goes in the scales
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const int64_t H = std::max(heads, 1);
   for (int64_t p = 0; p < pages.P; ++p) {

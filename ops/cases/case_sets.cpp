@@ -17,7 +17,8 @@ using hal::DType;
 using ops::Pool;
 using ops::SelectionMode;
 
-constexpr DType kF32 = DType::f32, kBF16 = DType::bf16, kF16 = DType::f16, kFP8 = DType::fp8_e4m3;
+constexpr DType kF32 = DType::f32, kBF16 = DType::bf16, kF16 = DType::f16, kFP8 = DType::fp8_e4m3,
+                kFP4 = DType::fp4_e2m1x2;  // NVFP4 indexer keys (with their e4m3 group scales)
 constexpr DType kActs[] = {kF32, kBF16, kF16};
 
 struct Lens {
@@ -80,6 +81,9 @@ void add_quick(CaseList& c) {
     p.ki_scale = true;
     p.pool = Pool::lse;
     c.push_back(indexer_score_case(p));
+    p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
+    p.ki_dtype = kFP4;
+    c.push_back(indexer_score_case(p));
   }
   {
     AttnParams p = attn({{64, 1}, {1000, 700}}, 8, 2, 64, 64, 1, 4, kBF16);
@@ -93,6 +97,8 @@ void add_quick(CaseList& c) {
     AttnParams m3 = attn({{1, 1}, {2500, 1900}}, 64, 4, 128, 128, 1, 16, kBF16);  // the fused decode path
     m3.Di = 128;
     c.push_back(indexer_topk_case(m3));
+    m3.ki_dtype = kFP4;
+    c.push_back(indexer_topk_case(m3));
   }
   {
     VitParams v;
@@ -104,6 +110,9 @@ void add_quick(CaseList& c) {
     AttnParams p = attn(kMixed, 4, 2, 64, 64, 1, 0, kBF16);
     p.ki_dtype = kFP8;
     p.ki_scale = true;
+    c.push_back(kv_append_case(p, true));
+    p.ki_dtype = kFP4;
+    p.ki_scale = false;
     c.push_back(kv_append_case(p, true));
   }
   {
@@ -175,6 +184,8 @@ void add_full_attention(CaseList& c) {
     c.push_back(block_topk_case(m3));
     m3.ki_dtype = kFP8;
     c.push_back(indexer_score_case(m3));
+    m3.ki_dtype = kFP4;
+    c.push_back(indexer_score_case(m3));
     // Batches of 8 (decode kernels that guess "token t is sequence t" and give each batch
     // element its own workgroups): ragged contexts with a one-token sequence and partial
     // last blocks, 32 splits per (token, KV head) on the Vulkan GQA kernel; then a batch
@@ -185,6 +196,8 @@ void add_full_attention(CaseList& c) {
     c.push_back(sparse_attention_case(m8));
     c.push_back(indexer_score_case(m8));
     m8.ki_dtype = kFP8;
+    c.push_back(indexer_score_case(m8));
+    m8.ki_dtype = kFP4;
     c.push_back(indexer_score_case(m8));
     AttnParams mx = attn({{1, 2, 0, 1, 1, 1, 1, 1}, {900, 260, 64, 1, 700, 128, 1000, 333}}, 64, 4, 128, 128, 1, 13,
                          kBF16);
@@ -268,7 +281,8 @@ void add_full_selection(CaseList& c) {
     DType t;
     bool scale;
   };
-  for (KiVariant kv : {KiVariant{kBF16, false}, KiVariant{kF32, false}, KiVariant{kFP8, false}, KiVariant{kFP8, true}})
+  for (KiVariant kv : {KiVariant{kBF16, false}, KiVariant{kF32, false}, KiVariant{kFP8, false}, KiVariant{kFP8, true},
+                       KiVariant{kFP4, false}})
     for (DType qt : kActs) {
       AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 0, qt);
       p.ki_dtype = kv.t;
@@ -313,6 +327,12 @@ void add_full_selection(CaseList& c) {
     c.push_back(indexer_score_case(p));
     p = tc(1, 128, kF16);
     p.ki_dtype = kFP8;
+    c.push_back(indexer_score_case(p));
+    p.ki_dtype = kFP4;  // NVFP4 keys in prefill (f16, then bf16 queries with lse pooling)
+    c.push_back(indexer_score_case(p));
+    p = tc(64, 128, kBF16);
+    p.ki_dtype = kFP4;
+    p.pool = Pool::lse;
     c.push_back(indexer_score_case(p));
     c.push_back(indexer_score_case(tc(128, 128, kBF16)));
     c.push_back(indexer_score_case(tc(1, 256, kBF16)));
@@ -386,11 +406,20 @@ void add_full_selection(CaseList& c) {
     p.ki_scale = true;
     p.pool = Pool::lse;
     c.push_back(indexer_topk_case(p));
+    p = m3;
+    p.ki_dtype = kFP4;
+    c.push_back(indexer_topk_case(p));
+    p.pool = Pool::lse;
+    p.dtype = kF16;
+    c.push_back(indexer_topk_case(p));
     // Batch of 8, ragged (rows with nvalid <= k, a one-token sequence), then a batch where
     // token t is not sequence t (two queries in one sequence, one sequence without).
     p = attn({{1, 1, 1, 1, 1, 1, 1, 1}, {2500, 1900, 130, 1, 700, 128, 3000, 4100}}, 64, 4, 128, 128, 1, 16, kBF16);
     p.Di = 128;
     c.push_back(indexer_topk_case(p));
+    p.ki_dtype = kFP4;
+    c.push_back(indexer_topk_case(p));
+    p.ki_dtype = kBF16;
     p.q_len = {1, 2, 0, 1};
     p.kv_len = {2000, 3100, 500, 900};
     p.k = 13;
@@ -459,6 +488,9 @@ void add_full_other(CaseList& c) {
     p.ki_dtype = kFP8;
     p.ki_scale = true;
     c.push_back(kv_append_case(p, true));
+    p.ki_dtype = kFP4;
+    p.ki_scale = false;
+    c.push_back(kv_append_case(p, true));
   }
   for (const Lens& l : {kEmpty, kDecodeVarlen, kEmptySeq})
     c.push_back(kv_append_case(attn(l, 4, 2, 80, 128, 1, 0, kBF16), true));
@@ -522,12 +554,17 @@ void add_perf(CaseList& c, double scale) {
       AttnParams p8 = p;
       p8.ki_dtype = kFP8;
       c.push_back(indexer_score_case(p8));
+      AttnParams p4 = p;
+      p4.ki_dtype = kFP4;
+      c.push_back(indexer_score_case(p4));
+      c.push_back(indexer_topk_case(p4));
       c.push_back(block_topk_case(p));
       c.push_back(indexer_topk_case(p));
       c.push_back(sparse_attention_case(p));
       c.push_back(dense_attention_case(p));
       c.push_back(msa_layer_case(p));
       c.push_back(msa_layer_case(p8));
+      c.push_back(msa_layer_case(p4));
     }
     const int32_t q = static_cast<int32_t>(std::min<int64_t>(chunk, l));
     AttnParams p = ref({{q}, {l}}, 1);

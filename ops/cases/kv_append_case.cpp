@@ -17,7 +17,7 @@ class KvAppendCase : public Case {
                     " Hkv=" + std::to_string(p_.Hkv) + " D=" + std::to_string(p_.D) + " Bs=" + std::to_string(p_.Bs) +
                     " dtype=" + hal::dtype_name(p_.dtype);
     if (with_ki_) {
-      s += " Di=" + std::to_string(p_.Di) + " ki=" + hal::dtype_name(p_.ki_dtype) + (p_.ki_scale ? "+scale" : "");
+      s += " Di=" + std::to_string(p_.Di) + " ki=" + hal::dtype_name(p_.ki_dtype) + (p_.ki_scale && p_.ki_dtype != hal::DType::fp4_e2m1x2 ? "+scale" : "");
     }
     return s;
   }
@@ -26,8 +26,7 @@ class KvAppendCase : public Case {
     const double T = static_cast<double>(batch_.T());
     double b = 4.0 * T * p_.Hkv * p_.D * static_cast<double>(hal::dtype_size(p_.dtype));
     if (with_ki_) {
-      b += T * p_.Di * static_cast<double>(hal::dtype_size(p_.dtype) + hal::dtype_size(p_.ki_dtype));
-      if (p_.ki_scale) b += T * 4.0;
+      b += T * (p_.Di * static_cast<double>(hal::dtype_size(p_.dtype)) + detail::indexer_key_bytes(p_));
     }
     return b;
   }
@@ -48,7 +47,13 @@ class KvAppendCase : public Case {
     };
     cache("k_cache", p_.Hkv, p_.D, p_.dtype, Compare::exact());
     cache("v_cache", p_.Hkv, p_.D, p_.dtype, Compare::exact());
-    if (with_ki_) {
+    if (with_ki_ && p_.ki_dtype == hal::DType::fp4_e2m1x2) {  // NVFP4: codes and scales bit-exact
+      cache("ki_cache", 0, p_.Di / 2, p_.ki_dtype, Compare::exact());
+      Slot s = detail::nvfp4_scale_input(batch_, pages, p_.Di, rng, perf);
+      s.role = Role::inout;
+      s.cmp = Compare::exact();
+      d.slots.push_back(std::move(s));
+    } else if (with_ki_) {
       // x / (amax/448) may round differently from x * (448/amax): one e4m3 step apart.
       const bool scaled = p_.ki_scale && p_.ki_dtype == hal::DType::fp8_e4m3;
       cache("ki_cache", 0, p_.Di, p_.ki_dtype, scaled ? Compare::nmse(1e-3, 5e-3) : Compare::exact());

@@ -23,10 +23,9 @@ class IndexerCase : public Case {
   double flops() const override { return 2.0 * p_.Di * p_.Hs() * dense_pairs(batch_); }
   double bytes() const override {
     const double es = static_cast<double>(hal::dtype_size(p_.dtype));
-    const double kes = static_cast<double>(hal::dtype_size(p_.ki_dtype));
     const double T = static_cast<double>(batch_.T()), NQ = static_cast<double>(batch_.NQ());
     const double mb = static_cast<double>(detail::max_blocks_of(batch_, p_.Bs) + 1);
-    return detail::valid_token_bytes(batch_, p_.Di * kes + (p_.ki_scale ? 4.0 : 0.0)) + T * p_.Hs() * p_.Di * es +
+    return detail::valid_token_bytes(batch_, detail::indexer_key_bytes(p_)) + T * p_.Hs() * p_.Di * es +
            NQ * p_.Hs() * mb * 4.0;
   }
   CaseData make_data(uint64_t seed, bool perf) const override {
@@ -34,8 +33,7 @@ class IndexerCase : public Case {
     const Pages pages = make_pages(batch_, p_.Bs, rng, p_.shuffle);
     CaseData d;
     d.slots.push_back(detail::random_input("qi", p_.dtype, {batch_.T(), p_.Hs(), p_.Di}, rng, 2.0, perf));
-    d.slots.push_back(detail::cache_input("ki_cache", batch_, pages, 0, p_.Di, p_.ki_dtype, rng, 1.0, perf));
-    d.slots.push_back(p_.ki_scale ? detail::ki_scale_input(batch_, pages, rng, perf) : Slot::none("ki_scale"));
+    detail::push_indexer_key_slots(d, p_, batch_, pages, rng, perf);
     detail::push_index_slots(d, batch_, pages);
     d.slots.push_back(Slot::output("block_score", hal::DType::f32, {batch_.NQ(), p_.Hs(), pages.max_blocks},
                                    Compare::lse(p_.dtype)));

@@ -1,6 +1,7 @@
 // cpu backend vs cpu-ref: indexer_score (bf16 / f32 / fp8 keys with and without scales,
-// max and lse pooling, decode and prefill paths, several Qb) and block_topk (identical
-// output on identical scores, including ties, NaN, -inf, -0, sinks and locals).
+// NVFP4 keys with NaN group scales in the slack slots, max and lse pooling, decode and
+// prefill paths, several Qb) and block_topk (identical output on identical scores,
+// including ties, NaN, -inf, -0, sinks and locals).
 #include <gtest/gtest.h>
 
 #include "tests/cpu/cpu_util.h"
@@ -25,16 +26,27 @@ IdxCase make_idx(const std::vector<int>& q_lens, const std::vector<int>& kv_lens
   c.Qb = Qb;
   c.qt = qt;
   c.kt = kt;
-  c.with_scale = with_scale;
+  c.with_scale = with_scale || kt == DType::fp4_e2m1x2;  // NVFP4 keys always have scales
+  c.bt = host_i32({c.L.B, c.L.max_blocks}, c.L.block_table);
+  c.kv = host_i32({c.L.B}, c.L.kv_len);
+  c.cu = host_i32({c.L.B + 1}, c.L.cu_q);
   c.qi = host(qt, {c.L.T, Hi, Di}, random_values(static_cast<size_t>(c.L.T) * Hi * Di, seed + 1, -2.f, 2.f));
+  if (kt == DType::fp4_e2m1x2) {
+    // NVFP4: random code bytes (every E2M1 value of both signs, -0 included) and e4m3 group
+    // scales 2^[-4, 2) in valid slots; slack slots get NaN scales, which must never be read.
+    c.ki = hal::HostTensor(kt, {c.L.P, Bs, Di / 2});
+    std::mt19937_64 g(seed + 2);
+    for (auto& b : c.ki.bytes) b = static_cast<uint8_t>(g());
+    std::vector<float> e = paged_values(c.L, 1, Di / 16, seed + 3, -4.f, 2.f);
+    for (float& x : e) x = std::exp2(x);  // (NaN stays NaN)
+    c.ks = host(DType::fp8_e4m3, {c.L.P, Bs, Di / 16}, e);
+    return c;
+  }
   c.ki = host(kt, {c.L.P, Bs, Di}, paged_values(c.L, 1, Di, seed + 2, -3.f, 3.f));
   if (with_scale) {
     std::vector<float> s = paged_values(c.L, 1, 1, seed + 3, 0.01f, 0.1f);
     c.ks = host(DType::f32, {c.L.P, Bs}, s);
   }
-  c.bt = host_i32({c.L.B, c.L.max_blocks}, c.L.block_table);
-  c.kv = host_i32({c.L.B}, c.L.kv_len);
-  c.cu = host_i32({c.L.B + 1}, c.L.cu_q);
   return c;
 }
 
@@ -68,12 +80,15 @@ TEST(CpuSelection, IndexerScoreMatchesReference) {
       {{50, 7}, {400, 9}, 64, 1, 64, 16},           // shared mode head, Qb = 16
       {{200}, {330}, 128, 4, 128, 128},             // Qb = 128 > group rows
       {{1, 30, 0}, {500, 61, 0}, 32, 3, 72, 2},     // odd sizes: Hi = 3, Di = 72, Bs = 32
+      {{1, 30, 0}, {500, 61, 0}, 32, 3, 48, 2},     // Di = 48: three NVFP4 groups
   };
   uint64_t seed = 1000;
   for (const S& s : shapes)
-    for (DType kt : {DType::bf16, DType::f32, DType::fp8_e4m3})
+    for (DType kt : {DType::bf16, DType::f32, DType::fp8_e4m3, DType::fp4_e2m1x2})
       for (bool lse : {false, true}) {
-        const DType qt = kt == DType::f32 ? DType::f32 : DType::bf16;
+        if (kt == DType::fp4_e2m1x2 && s.Di % 16 != 0) continue;  // NVFP4 needs Di % 16 == 0
+        // (NVFP4: f32 queries with max pooling, so the tight f32 tolerance applies too)
+        const DType qt = kt == DType::f32 || (kt == DType::fp4_e2m1x2 && !lse) ? DType::f32 : DType::bf16;
         IdxCase c = make_idx(s.q_lens, s.kv_lens, s.Bs, s.Hi, s.Di, s.Qb, qt, kt, kt == DType::fp8_e4m3 && !lse,
                              seed++);
         c.lse = lse;

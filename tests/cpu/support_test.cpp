@@ -1,5 +1,6 @@
 // cpu backend vs cpu-ref on the supporting ops it implements itself: kv_append (bit for
-// bit, fp8 indexer keys with scales included), matmul, rms_norm, rope, swiglu, add.
+// bit, fp8 indexer keys with scales and NVFP4 codes with group scales included), matmul,
+// rms_norm, rope, swiglu, add.
 #include <gtest/gtest.h>
 
 #include "tests/cpu/cpu_util.h"
@@ -9,13 +10,25 @@ namespace {
 
 TEST(CpuSupport, KvAppendIdenticalToReference) {
   MSA_REQUIRE_CPU_BACKEND();
-  for (DType kt : {DType::bf16, DType::fp8_e4m3, DType::f32}) {
+  for (DType kt : {DType::bf16, DType::fp8_e4m3, DType::f32, DType::fp4_e2m1x2}) {
+    const bool fp4 = kt == DType::fp4_e2m1x2;  // NVFP4: [P][Bs][Di/2] codes, [P][Bs][Di/16] e4m3 scales
     const Layout L = make_layout({3, 0, 70}, {130, 4, 70}, 64, 42);
-    const int Hkv = 2, D = 64, Di = 32;
+    const int Hkv = 2, D = 64, Di = 48;
     const hal::HostTensor k = host(DType::bf16, {L.T, Hkv, D}, random_values(static_cast<size_t>(L.T) * Hkv * D, 1));
     const hal::HostTensor v = host(DType::bf16, {L.T, Hkv, D}, random_values(static_cast<size_t>(L.T) * Hkv * D, 2));
     std::vector<float> kiv = random_values(static_cast<size_t>(L.T) * Di, 3, -5.f, 5.f);
-    for (int d = 0; d < Di; ++d) kiv[d] = 0.0f;  // an all-zero row: scale 1
+    for (int d = 0; d < Di; ++d) kiv[d] = 0.0f;  // an all-zero row: scale 1 (NVFP4: scale 0)
+    if (fp4) {
+      // Row 1: every E2M1 rounding boundary exactly (scale 1), NaN and -0 (code +0); a
+      // group that saturates the scale at 448; a group of tiny values (e4m3 subnormal scale).
+      const float ties[16] = {6.f,    0.75f, 0.25f, 1.25f, 1.75f, 2.5f, 3.5f,   5.f,
+                              -0.25f, -0.75f, kNaN, -6.f,  0.f,   -0.f, -1e-3f, 2.9f};
+      for (int i = 0; i < 16; ++i) {
+        kiv[Di + i] = ties[i];
+        kiv[Di + 16 + i] = (i % 2 ? -1e5f : 3e3f) * static_cast<float>(i + 1);
+        kiv[Di + 32 + i] = 1e-3f * static_cast<float>(i - 7);
+      }
+    }
     const hal::HostTensor ki = host(DType::f32, {L.T, Di}, kiv);
     auto run = [&](Dev& d) {
       ops::KvAppendArgs a;
@@ -27,11 +40,12 @@ TEST(CpuSupport, KvAppendIdenticalToReference) {
       a.cu_q = d.put(host_i32({L.B + 1}, L.cu_q));
       a.k_cache = d.out(DType::bf16, {L.P, Hkv, L.Bs, D});
       a.v_cache = d.out(DType::bf16, {L.P, Hkv, L.Bs, D});
-      a.ki_cache = d.out(kt, {L.P, L.Bs, Di});
+      a.ki_cache = d.out(kt, {L.P, L.Bs, fp4 ? Di / 2 : Di});
       if (kt == DType::fp8_e4m3) a.ki_scale = d.out(DType::f32, {L.P, L.Bs});
+      if (fp4) a.ki_scale = d.out(DType::fp8_e4m3, {L.P, L.Bs, Di / 16});
       ops::kv_append(d.device(), a);
       std::vector<hal::HostTensor> r = {d.get(a.k_cache), d.get(a.v_cache), d.get(a.ki_cache)};
-      if (kt == DType::fp8_e4m3) r.push_back(d.get(a.ki_scale));
+      if (a.ki_scale.present()) r.push_back(d.get(a.ki_scale));
       return r;
     };
     Pair dev;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/nvfp4.h"
 #include "ops/ops.h"
 #include "tests/cpu_ref/ref_util.h"
 
@@ -23,7 +24,33 @@ struct IdxCase {
   std::vector<float> qi;                         // [T][Hi][Di]
   std::vector<std::vector<float>> klog, slog;    // per sequence [kv_len][Di], [kv_len]
   std::vector<float> kpaged, spaged;             // [P][Bs][Di], [P][Bs] (NaN outside valid)
+  std::vector<float> codes, gscales;             // NVFP4 (kt = fp4_e2m1x2): byte values [P][Bs][Di/2], [P][Bs][Di/16]
 };
+
+// Replaces c's keys by NVFP4 keys: random code bytes, group scales from a few exact e4m3
+// values (NaN in slots past kv_len); the logical keys are the decoded values.
+void make_nvfp4_keys(IdxCase& c, uint64_t seed) {
+  const Layout& L = c.L;
+  const int G = c.Di / 16;
+  cases::Rng rng(seed);
+  c.kt = DType::fp4_e2m1x2;
+  c.codes.resize(static_cast<size_t>(L.P) * L.Bs * c.Di / 2);
+  for (auto& x : c.codes) x = static_cast<float>(rng.below(256));
+  c.gscales.assign(static_cast<size_t>(L.P) * L.Bs * G, kNaN);
+  const float choices[5] = {0.25f, 0.375f, 0.5f, 1.0f, 2.0f};
+  for (int b = 0; b < L.B; ++b) {
+    c.klog[b].assign(static_cast<size_t>(L.kv_len[b]) * c.Di, 0.f);
+    for (int s = 0; s < L.kv_len[b]; ++s) {
+      const size_t row = static_cast<size_t>(L.page(b, s / L.Bs)) * L.Bs + s % L.Bs;
+      for (int g = 0; g < G; ++g) c.gscales[row * G + g] = choices[rng.below(5)];
+      for (int d = 0; d < c.Di; ++d) {
+        const auto byte = static_cast<uint8_t>(c.codes[row * c.Di / 2 + d / 2]);
+        c.klog[b][static_cast<size_t>(s) * c.Di + d] =
+            hal::e2m1_to_f32(static_cast<uint8_t>(byte >> (4 * (d % 2)))) * c.gscales[row * G + d / 16];
+      }
+    }
+  }
+}
 
 IdxCase make_case(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Bs, int Hi,
                   int Di, DType qt, DType kt, bool with_scale, uint64_t seed) {
@@ -77,8 +104,13 @@ std::vector<float> run(Ref& ref, const IdxCase& c, ops::SelectionMode mode = ops
   const Layout& L = c.L;
   ops::IndexerScoreArgs a;
   a.qi = ref.make(c.qt, {L.T, c.Hi, c.Di}, c.qi);
-  a.ki_cache = ref.make(c.kt, {L.P, L.Bs, c.Di}, c.kpaged);
-  if (c.with_scale) a.ki_scale = ref.make(DType::f32, {L.P, L.Bs}, c.spaged);
+  if (c.kt == DType::fp4_e2m1x2) {
+    a.ki_cache = ref.make(c.kt, {L.P, L.Bs, c.Di / 2}, c.codes);  // raw byte values
+    a.ki_scale = ref.make(DType::fp8_e4m3, {L.P, L.Bs, c.Di / 16}, c.gscales);
+  } else {
+    a.ki_cache = ref.make(c.kt, {L.P, L.Bs, c.Di}, c.kpaged);
+    if (c.with_scale) a.ki_scale = ref.make(DType::f32, {L.P, L.Bs}, c.spaged);
+  }
   a.block_table = ref.make_i32({L.B, L.max_blocks}, L.block_table);
   a.kv_len = ref.make_i32({L.B}, L.kv_len);
   a.cu_q = ref.make_i32({L.B + 1}, L.cu_q);
@@ -123,6 +155,20 @@ TEST(CpuRefIndexerScore, MatchesLogitRows) {
                             ops::pool_name(pool) + " Qb=" + std::to_string(Qb) +
                             (with_scale ? " scaled" : ""));
         }
+}
+
+TEST(CpuRefIndexerScore, Nvfp4KeysMatchLogitRows) {
+  for (DType qt : kActDTypes)
+    for (ops::Pool pool : {ops::Pool::max, ops::Pool::lse})
+      for (int Qb : {1, 4}) {
+        IdxCase c = make_case(kIdxQLens, kIdxKvLens, 8, 2, 32, qt, DType::bf16, false, 60 + Qb);
+        make_nvfp4_keys(c, 61 + Qb);
+        c.pool = pool;
+        c.Qb = Qb;
+        Ref ref;
+        expect_scores(run(ref, c), oracle(c),
+                      std::string("nvfp4/") + hal::dtype_name(qt) + " " + ops::pool_name(pool) + " Qb=" + std::to_string(Qb));
+      }
 }
 
 TEST(CpuRefIndexerScore, SharedModeOneHeadOddBlockSize) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/nvfp4.h"
 #include "ops/ops.h"
 #include "tests/cpu_ref/ref_util.h"
 
@@ -93,6 +94,63 @@ TEST(CpuRefKvAppend, WritesExactlyTheNewSlots) {
       EXPECT_EQ(ref.get(a.ki_cache), ki_want) << what;
       if (ks.with_scale) EXPECT_EQ(ref.get(a.ki_scale), s_want) << what;
     }
+}
+
+// NVFP4 keys: each written slot holds hal::quantize_nvfp4_group of its key's groups (codes
+// and scale), which decode to within half a code step of the key; every other byte of
+// the code and scale caches is kept.
+TEST(CpuRefKvAppend, Nvfp4KeysQuantizedPerGroup) {
+  const int Hkv = 1, D = 4, Di = 32, G = Di / 16;
+  const Layout L = make_layout({3, 0, 1, 5, 4}, {3, 7, 20, 13, 8}, 4, 12);
+  Ref ref;
+  const size_t cache_n = static_cast<size_t>(L.P) * Hkv * L.Bs * D;
+  const auto k_old = random_values(cache_n, DType::f32, 1);
+  std::vector<float> codes_old(static_cast<size_t>(L.P) * L.Bs * Di / 2), scales_old(static_cast<size_t>(L.P) * L.Bs * G);
+  for (size_t i = 0; i < codes_old.size(); ++i) codes_old[i] = static_cast<float>((i * 37 + 11) % 256);
+  for (size_t i = 0; i < scales_old.size(); ++i) scales_old[i] = 0.125f * static_cast<float>(1 + i % 7);
+  auto ki_new = random_values(static_cast<size_t>(L.T) * Di, DType::bf16, 7, -20.f, 20.f);
+  for (int d = 0; d < 16; ++d) ki_new[d] = 0.0f;  // token 0, group 0: all zero -> scale 0
+  ki_new[Di + 3] = kNaN;                          // token 1: a NaN element becomes +0
+
+  ops::KvAppendArgs a;
+  a.k = ref.make(DType::f32, {L.T, Hkv, D}, random_values(static_cast<size_t>(L.T) * Hkv * D, DType::f32, 5));
+  a.v = a.k;
+  a.ki = ref.make(DType::bf16, {L.T, Di}, ki_new);
+  a.block_table = ref.make_i32({L.B, L.max_blocks}, L.block_table);
+  a.kv_len = ref.make_i32({L.B}, L.kv_len);
+  a.cu_q = ref.make_i32({L.B + 1}, L.cu_q);
+  a.k_cache = ref.make(DType::f32, {L.P, Hkv, L.Bs, D}, k_old);
+  a.v_cache = ref.make(DType::f32, {L.P, Hkv, L.Bs, D}, k_old);
+  a.ki_cache = ref.make(DType::fp4_e2m1x2, {L.P, L.Bs, Di / 2}, codes_old);
+  a.ki_scale = ref.make(DType::fp8_e4m3, {L.P, L.Bs, G}, scales_old);
+  ops::kv_append(ref.device(), a);
+  const auto codes = ref.get(a.ki_cache), scales = ref.get(a.ki_scale);
+
+  std::vector<float> codes_want = codes_old, scales_want = scales_old;
+  const std::vector<int64_t> owner = slot_owner(L);
+  int written = 0;
+  for (int64_t row = 0; row < static_cast<int64_t>(owner.size()); ++row) {
+    const int64_t tok = owner[static_cast<size_t>(row)];
+    if (tok < 0) continue;
+    ++written;
+    for (int g = 0; g < G; ++g) {
+      uint8_t packed[8], sb = 0;
+      hal::quantize_nvfp4_group(ki_new.data() + tok * Di + g * 16, packed, &sb);
+      scales_want[static_cast<size_t>(row * G + g)] = hal::fp8_e4m3_to_f32(sb);
+      for (int i = 0; i < 8; ++i) codes_want[static_cast<size_t>(row * Di / 2 + g * 8 + i)] = packed[i];
+      // Decodes to within half a code step (at most 1 x scale between codes 4 and 6).
+      const float sc = hal::fp8_e4m3_to_f32(sb);
+      for (int i = 0; i < 16; ++i) {
+        const float x = ki_new[tok * Di + g * 16 + i];
+        const float got = hal::e2m1_element(packed, static_cast<size_t>(i)) * sc;
+        if (std::isnan(x)) EXPECT_EQ(got, 0.0f);
+        else EXPECT_LE(std::fabs(got - x), sc * 1.0f + 1e-6f) << "token " << tok << " dim " << g * 16 + i;
+      }
+    }
+  }
+  EXPECT_GT(written, 0);
+  EXPECT_EQ(codes, codes_want);
+  EXPECT_EQ(scales, scales_want);
 }
 
 TEST(CpuRefKvAppend, WithoutIndexerKeysAndThenAttend) {

@@ -49,6 +49,7 @@ struct Layer {
   }
 
   void build(hal::Device& dev, hal::DType key_dt) {
+    if (key_dt == hal::DType::fp4_e2m1x2) Di = 128;  // the tensor-core decode indexer's NVFP4 width
     const int P = B * MB;
     hal::HostTensor bt(hal::DType::i32, {B, MB}), kvl(hal::DType::i32, {B}), cu(hal::DType::i32, {B + 1});
     const int lens[3] = {MB * Bs, 300, 5 * Bs + 1};
@@ -63,7 +64,16 @@ struct Layer {
     q = up(dev, rnd(hal::DType::bf16, {B, Hq, D}, 2));
 
     ix.qi = qi;
-    ix.ki_cache = up(dev, rnd(key_dt, {P, Bs, Di}, 3));
+    if (key_dt == hal::DType::fp4_e2m1x2) {  // NVFP4: random code bytes, e4m3 group scales in [0.5, 2]
+      hal::HostTensor codes(key_dt, {P, Bs, Di / 2}), scales(hal::DType::fp8_e4m3, {P, Bs, Di / 16});
+      std::mt19937 rng(3);
+      for (int64_t i = 0; i < codes.numel(); ++i) codes.data<uint8_t>()[i] = static_cast<uint8_t>(rng() & 0xffu);
+      for (int64_t i = 0; i < scales.numel(); ++i) scales.set(static_cast<size_t>(i), 0.5f + static_cast<float>(rng() % 16) / 10.0f);
+      ix.ki_cache = up(dev, codes);
+      ix.ki_scale = up(dev, scales);
+    } else {
+      ix.ki_cache = up(dev, rnd(key_dt, {P, Bs, Di}, 3));
+    }
     if (key_dt == hal::DType::fp8_e4m3) ix.ki_scale = up(dev, rnd(hal::DType::f32, {P, Bs}, 4));
     ix.block_table = btd;
     ix.kv_len = kvd;
@@ -201,7 +211,7 @@ TEST_P(CudaGraph, FusedSelectionIsOneKernelEqualToTheTwoOps) {
   EXPECT_NO_THROW(dev->stream().synchronize());
 }
 
-INSTANTIATE_TEST_SUITE_P(Keys, CudaGraph, ::testing::Values(hal::DType::bf16, hal::DType::fp8_e4m3),
+INSTANTIATE_TEST_SUITE_P(Keys, CudaGraph, ::testing::Values(hal::DType::bf16, hal::DType::fp8_e4m3, hal::DType::fp4_e2m1x2),
                          [](const auto& info) { return std::string(hal::dtype_name(info.param)); });
 
 }  // namespace

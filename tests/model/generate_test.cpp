@@ -94,6 +94,24 @@ TEST(ModelGenerate, UnwrittenCacheSlotsDoNotLeak) {
   expect_same(clean, testing::run_spec(*dev, testing::tiny_weights(), s));
 }
 
+// NVFP4 indexer keys (kv_append quantizes them, indexer_topk reads them): the model runs
+// end to end, the selection still drops blocks, the NaN group scales of unwritten slots
+// (poisoned cache) do not leak, and the run is deterministic.
+TEST(ModelGenerate, Nvfp4IndexerKeysEndToEnd) {
+  auto dev = testing::cpu_ref();
+  RunSpec s = long_spec();
+  s.ki_dtype = hal::DType::fp4_e2m1x2;
+  const GenerateResult r = testing::run_spec(*dev, testing::tiny_weights(), s);
+  ASSERT_EQ(r.tokens.size(), 2u);
+  for (const auto& step : r.logits)
+    for (const auto& lg : step)
+      for (float v : lg) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_GT(r.decode_selection.count, 0);
+  EXPECT_LT(r.decode_selection.mean(), 0.95);
+  s.poison = true;
+  expect_same(r, testing::run_spec(*dev, testing::tiny_weights(), s));
+}
+
 TEST(ModelGenerate, SparseEqualsDenseWhenSelectionCoversTheContext) {
   auto dev = testing::cpu_ref();
   RunSpec s;

@@ -33,6 +33,7 @@ struct RunSpec {
   bool force_dense = false;
   bool poison = false;
   std::optional<hal::DType> dtype;
+  std::optional<hal::DType> ki_dtype;      // indexer key cache (default: the session's)
 };
 
 // Prompts of a spec: vision placeholders (if any) then the text.
@@ -55,6 +56,7 @@ inline GenerateResult run_spec(hal::Device& device, const Weights& w, const RunS
   o.collect_selection = !s.force_dense;
   o.force_dense = s.force_dense;
   o.poison_cache = s.poison;
+  o.ki_dtype = s.ki_dtype;
   Session sess(m, prompts_of(w.config, s), vis.tensor, o);
   return generate(sess, s.gen);
 }

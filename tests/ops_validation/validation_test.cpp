@@ -2,12 +2,14 @@
 // work. Run on cpu-ref (the checks are backend-independent).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <string>
 
 #include "hal/error.h"
 #include "hal/host_tensor.h"
+#include "hal/nvfp4.h"
 #include "hal/registry.h"
 #include "ops/ops.h"
 
@@ -177,6 +179,40 @@ TEST(OpsValidation, WrongShapesAndDtypes) {
   expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "scale");
 }
 
+// NVFP4 keys: [P][Bs][Di/2] codes need the [P][Bs][Di/16] e4m3 scales, and Di % 16 == 0.
+TEST(OpsValidation, Nvfp4IndexerKeys) {
+  Problem p;
+  auto codes = p.dev->alloc_tensor(DType::fp4_e2m1x2, {6, 8, 8});
+  auto scales = p.dev->alloc_tensor(DType::fp8_e4m3, {6, 8, 1});
+  p.dev->stream().fill_bytes(codes.tensor, 0x21);
+  p.dev->stream().fill_bytes(scales.tensor, 0x38);  // 1.0
+  auto i = p.indexer();
+  i.ki_cache = codes.tensor;
+  i.ki_scale = scales.tensor;
+  EXPECT_NO_THROW(msa::ops::indexer_score(*p.dev, i));
+  i.ki_scale = {};
+  expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "ki_scale");  // required
+  auto f32_scales = p.dev->alloc_tensor(DType::f32, {6, 8, 1});
+  i.ki_scale = f32_scales.tensor;
+  expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "ki_scale");  // e4m3 only
+  auto per_token = p.dev->alloc_tensor(DType::fp8_e4m3, {6, 8});
+  i.ki_scale = per_token.tensor;
+  expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "ki_scale");  // [P][Bs][Di/16]
+  auto wide = p.dev->alloc_tensor(DType::fp4_e2m1x2, {6, 8, 16});  // Di codes instead of Di/2
+  i.ki_cache = wide.tensor;
+  i.ki_scale = scales.tensor;
+  expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "ki_cache");
+  // An fp8 key cache does not take e4m3 group scales; NVFP4 needs Di % 16 == 0.
+  i = p.indexer();
+  i.ki_scale = scales.tensor;
+  expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "ki_scale");
+  auto qi8 = p.dev->alloc_tensor(DType::f32, {2, 2, 8});
+  auto codes8 = p.dev->alloc_tensor(DType::fp4_e2m1x2, {6, 8, 4});
+  i = p.indexer();
+  i.qi = qi8.tensor, i.ki_cache = codes8.tensor, i.ki_scale = scales.tensor;
+  expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "ki_cache");
+}
+
 TEST(OpsValidation, KSmallerThanForcedBlocks) {
   Problem p;
   auto a = p.topk();
@@ -273,6 +309,55 @@ TEST(DType, Conversions) {
     ASSERT_EQ(f32_to_f16(f), static_cast<uint16_t>(b)) << b;
   }
   EXPECT_THROW(parse_dtype("f64"), msa::Error);
+  EXPECT_EQ(parse_dtype("nvfp4"), DType::fp4_e2m1x2);
+  EXPECT_EQ(dtype_size(DType::fp4_e2m1x2), 1u);
+}
+
+// NVFP4 (hal/nvfp4.h): E2M1 decoding and the group quantizer's rule.
+TEST(DType, Nvfp4) {
+  using namespace msa::hal;
+  const float mags[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  for (int c = 0; c < 16; ++c) EXPECT_EQ(e2m1_to_f32(static_cast<uint8_t>(c)), (c & 8 ? -1 : 1) * mags[c & 7]) << c;
+  const uint8_t packed[1] = {0x9a};  // low nibble 0xa = -1 (element 0), high 0x9 = -0.5
+  EXPECT_EQ(e2m1_element(packed, 0), -1.0f);
+  EXPECT_EQ(e2m1_element(packed, 1), -0.5f);
+  // Codes at scale 2: ties go to the even code, magnitudes past 6 saturate, code 0 is +0.
+  EXPECT_EQ(e2m1_code(0.5f, 2), 0);     // 0.25: tie 0 / 0.5 -> 0
+  EXPECT_EQ(e2m1_code(0.51f, 2), 1);
+  EXPECT_EQ(e2m1_code(1.5f, 2), 2);     // 0.75: tie 0.5 / 1 -> 1 (code 2)
+  EXPECT_EQ(e2m1_code(2.5f, 2), 2);     // 1.25: tie 1 / 1.5 -> 1
+  EXPECT_EQ(e2m1_code(3.5f, 2), 4);     // 1.75: tie 1.5 / 2 -> 2
+  EXPECT_EQ(e2m1_code(5.0f, 2), 4);     // 2.5: tie 2 / 3 -> 2
+  EXPECT_EQ(e2m1_code(7.0f, 2), 6);     // 3.5: tie 3 / 4 -> 4
+  EXPECT_EQ(e2m1_code(10.0f, 2), 6);    // 5: tie 4 / 6 -> 4
+  EXPECT_EQ(e2m1_code(10.5f, 2), 7);
+  EXPECT_EQ(e2m1_code(1e9f, 2), 7);     // saturates at 6
+  EXPECT_EQ(e2m1_code(-3.0f, 2), 8 | 3);
+  EXPECT_EQ(e2m1_code(-0.1f, 2), 0);    // -0 -> +0
+  EXPECT_EQ(e2m1_code(NAN, 2), 0);
+  // A group: amax 12 -> scale e4m3(2) = 2; NaN ignored by amax and coded 0.
+  float x[16] = {12, -12, 1, -1, 0, NAN, 3, 5, 7, 9, 11, -0.5f, 0.5f, 2, 4, 6};
+  uint8_t codes[8], scale = 0;
+  quantize_nvfp4_group(x, codes, &scale);
+  EXPECT_EQ(fp8_e4m3_to_f32(scale), 2.0f);
+  for (int i = 0; i < 16; ++i) {
+    const float want = std::isnan(x[i]) ? 0.0f : e2m1_to_f32(e2m1_code(x[i], 2.0f)) * 2.0f;
+    EXPECT_EQ(e2m1_element(codes, static_cast<size_t>(i)) * fp8_e4m3_to_f32(scale), want) << i;
+  }
+  EXPECT_EQ(e2m1_element(codes, 0) * 2.0f, 12.0f);
+  EXPECT_EQ(e2m1_element(codes, 1) * 2.0f, -12.0f);
+  // All zero (or tiny: amax / 6 rounds to e4m3 0) -> scale 0, codes 0.
+  float z[16] = {};
+  z[3] = 1e-4f;
+  quantize_nvfp4_group(z, codes, &scale);
+  EXPECT_EQ(scale, 0);
+  for (uint8_t c : codes) EXPECT_EQ(c, 0);
+  // Past the scale's range: scale saturates at 448, codes at 6.
+  float big[16];
+  std::fill(big, big + 16, 1e6f);
+  quantize_nvfp4_group(big, codes, &scale);
+  EXPECT_EQ(fp8_e4m3_to_f32(scale), 448.0f);
+  EXPECT_EQ(codes[0], 0x77);
 }
 
 }  // namespace

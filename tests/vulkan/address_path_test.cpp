@@ -21,23 +21,6 @@
 namespace msa::vulkan_test {
 namespace {
 
-// Sets an environment variable for a scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) old_ = v;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 const vulkan::Caps& caps_of(hal::Device& d) { return static_cast<vulkan::VulkanDevice&>(d).caps(); }
 uint64_t address_binds(hal::Device& d) { return static_cast<vulkan::VulkanStream&>(d.stream()).address_binds(); }
 

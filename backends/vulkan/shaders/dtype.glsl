@@ -3,11 +3,15 @@
 // LD(T, name, i) / ST(T, name, i, value) in f32. bf16 and f16 are stored as 16-bit
 // words (16-bit storage) and converted with integer code, round to nearest even, exactly
 // as the host does (hal/dtype.cpp). fp8_e4m3 is read/written as bytes of 32-bit words.
+// fp4_e2m1x2 (NVFP4 indexer keys, hal/nvfp4.h) is stored as 32-bit words too, but has
+// no LD/ST: its readers decode bytes with fp4_to_f32, its writer (kv_append_ki.comp)
+// packs whole groups of 16 codes.
 #define DT_F32 0
 #define DT_BF16 1
 #define DT_F16 2
 #define DT_FP8 3
 #define DT_I32 4
+#define DT_FP4 5
 
 float bf16_to_f32(uint h) { return uintBitsToFloat(h << 16); }
 
@@ -57,6 +61,16 @@ uint f32_to_fp8(float f) {
   return sign | min(r, 0x7eu);
 }
 
+// OCP E2M1 code (low 4 bits): magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 (twice them are the
+// nibbles of 0xc8643210), bit 3 the sign. Exact.
+float fp4_to_f32(uint c) {
+  float v = float((0xc8643210u >> ((c & 7u) * 4u)) & 0xfu) * 0.5;
+  return (c & 8u) != 0u ? -v : v;
+}
+
+// Byte i of a uint array (fp8 scales of NVFP4 keys).
+#define BYTE_AT(buf, i) ((buf[(i) >> 2] >> (((i) & 3u) * 8u)) & 0xffu)
+
 #define STORAGE(T) STORAGE_(T)
 #define STORAGE_(T) STORAGE_##T
 #define STORAGE_0 float
@@ -64,6 +78,7 @@ uint f32_to_fp8(float f) {
 #define STORAGE_2 uint16_t
 #define STORAGE_3 uint
 #define STORAGE_4 int
+#define STORAGE_5 uint
 
 #define LD(T, buf, i) LD_(T, buf, i)
 #define LD_(T, buf, i) LD_##T(buf, i)

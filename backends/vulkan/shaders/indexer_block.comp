@@ -16,17 +16,31 @@
 // block is pooled per query (max, or log-sum-exp) with subgroup reductions and one value
 // per subgroup in shared memory, and the query block keeps the maximum. Rows at or past
 // kv_len are never loaded, so NaN in cache slack cannot reach a score.
-// QI_TYPE: dtype of qi; KI_TYPE: dtype of ki_cache (f32, bf16 or fp8_e4m3).
-// Requires Bs <= 128, Di <= 128 with 16-byte key rows, the ki view 16-byte aligned (host
-// checks; other shapes use indexer_score.comp).
+// QI_TYPE: dtype of qi; KI_TYPE: dtype of ki_cache (f32, bf16, fp8_e4m3 or fp4_e2m1x2).
+// NVFP4 keys (fp4_e2m1x2) are read in 8-byte units instead (uvec2: one group of 16 E2M1
+// codes, so each invocation of a row group owns one group and its e4m3 scale from
+// ki_scale [P][Bs][Di/16]): the group's partial dot product is multiplied by its scale
+// before the butterfly (a NaN scale makes its row's logit NaN; rows past kv_len are
+// masked before pooling like NaN keys).
+// Requires Bs <= 128, Di <= 128 with 16-byte key rows (8-byte for NVFP4), the ki view
+// aligned to that unit (host checks; other shapes use indexer_score.comp).
 // BDA=1: the keys are read through their buffer device address (push constant ki_addr,
 // the view's first byte) instead of binding 2, for key caches larger than
 // maxStorageBufferRange.
 #define WGS 128
 #include "common.glsl"
+#if KI_TYPE == DT_FP4
+#define KVEC uvec2      // unit of the key reads: 8 bytes (16 codes)
+#else
+#define KVEC uvec4      // 16 bytes
+#endif
 #if BDA
 #include "bda.glsl"
+#if KI_TYPE == DT_FP4
+#define KI4(i) U2_AT(pc.ki_addr, i)
+#else
 #define KI4(i) U4_AT(pc.ki_addr, i)
+#endif
 #else
 #define KI4(i) ki4[i]
 #endif
@@ -35,15 +49,19 @@ layout(push_constant) uniform PushConstants {
 #if BDA
   uint64_t ki_addr;  // (off_ki4 unused: 0)
 #endif
-  uint off_qi, off_ki4, off_kis, off_bt, off_kvlen, off_cuq, off_out;
+  uint off_qi, off_ki4, off_kis, off_bt, off_kvlen, off_cuq, off_out;  // off_ki4: in KVEC units
   uint T, Hi, Di, P, Bs, mb_table, mb_out, B, Qb, NQ, has_scale, pool_lse;
   float scale;
   uint bpw;  // KV blocks per workgroup (<= MAX_BPW)
 } pc;
 
 layout(std430, binding = 1) readonly buffer QiBuf { STORAGE(QI_TYPE) qi_d[]; };
-layout(std430, binding = 2) readonly buffer KiBuf { uvec4 ki4[]; };
+layout(std430, binding = 2) readonly buffer KiBuf { KVEC ki4[]; };
+#if KI_TYPE == DT_FP4
+layout(std430, binding = 3) readonly buffer KisBuf { uint kis_b[]; };  // e4m3 group scales
+#else
 layout(std430, binding = 3) readonly buffer KisBuf { float kis_d[]; };
+#endif
 layout(std430, binding = 4) readonly buffer BtBuf { int bt_d[]; };
 layout(std430, binding = 5) readonly buffer KvlBuf { int kvlen_d[]; };
 layout(std430, binding = 6) readonly buffer CuqBuf { int cuq_d[]; };
@@ -57,7 +75,7 @@ layout(std430, binding = 7) writeonly buffer OutBuf { float out_d[]; };
 #include "seq_wg.glsl"
 
 #if KI_TYPE == DT_F32
-#define E 4u      // key elements per 16-byte chunk
+#define E 4u      // key elements per chunk (16 bytes; NVFP4: 8 bytes)
 #define CPL 4u    // chunks per invocation and row (Di <= 128)
 #elif KI_TYPE == DT_BF16
 #define E 8u
@@ -79,8 +97,9 @@ shared float sh_m[WGS / 8u * HC];  // per subgroup (size >= 8) and head: max
 shared float sh_s[WGS / 8u * HC];  //                                    sum of exp (lse pool)
 shared vec4 sh_q0[HC * 32u];        // guessed query (token n), heads 0 .. HC - 1, scaled, 0 past Di
 
-// 16 bytes of keys -> E floats (fp8: value / 2^8, folded into q by the caller).
-void unpack_keys(uvec4 w, out float f[E]) {
+// 16 bytes of keys -> E floats (fp8: value / 2^8, folded into q by the caller); NVFP4:
+// 8 bytes -> 16 E2M1 values / 2^13 (also folded into q).
+void unpack_keys(KVEC w, out float f[E]) {
 #if KI_TYPE == DT_F32
   f[0] = uintBitsToFloat(w.x);
   f[1] = uintBitsToFloat(w.y);
@@ -91,6 +110,23 @@ void unpack_keys(uvec4 w, out float f[E]) {
   [[unroll]] for (uint i = 0u; i < 4u; ++i) {
     f[2u * i] = uintBitsToFloat(ws[i] << 16);
     f[2u * i + 1u] = uintBitsToFloat(ws[i] & 0xffff0000u);
+  }
+#elif KI_TYPE == DT_FP4
+  // E2M1 code c = (s, e1 e0 m) as the f16 with sign s and bits 9..12 = c + min(c, 2): the
+  // normal f16 (e2m1 value) / 2^13 (c = 1 -> 2^-14 = 0.5 / 2^13, c >= 2 -> exponent e + 1;
+  // no f16 subnormal, which a conversion could flush). Per nibble, without carries.
+  uint ws[2] = uint[2](w.x, w.y);
+  [[unroll]] for (uint i = 0u; i < 2u; ++i) {
+    uint x = ws[i];
+    uint ge2 = ((x >> 1) | (x >> 2)) & 0x11111111u;                     // c >= 2
+    uint m = (x & 0x77777777u) + (ge2 << 1) + (x & ~ge2 & 0x11111111u);  // c + min(c, 2) <= 9
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+      uint y = m >> (8u * k), sg = x >> (8u * k);
+      uint h = ((y & 0xfu) << 9) | ((sg & 0x8u) << 12) | ((y & 0xf0u) << 21) | ((sg & 0x80u) << 24);
+      vec2 a = unpackHalf2x16(h);
+      f[8u * i + 2u * k] = a.x;
+      f[8u * i + 2u * k + 1u] = a.y;
+    }
   }
 #else
   // e4m3 byte b as an f16: sign | (b & 0x7f) << 7 is the e4m3 value / 2^8, exact for every
@@ -145,20 +181,35 @@ void main() {
   // Roles by subgroup position: row group rg = lanes 8rg .. 8rg + 7 of one subgroup.
   uint vt = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
   uint li = vt % LPR, rg = vt / LPR;
-  uint cpr = pc.Di * (16u / E) / 16u;  // 16-byte chunks per key row (Di * element size / 16)
+  uint cpr = pc.Di / E;  // chunks per key row (Di * element size / 16; NVFP4: Di / 16 groups)
   // After the reduce-scatter this invocation holds the logits of row `my_row`.
   uint voff = ((li & 4u) != 0u ? NI * HC / 2u : 0u) + ((li & 2u) != 0u ? NI * HC / 4u : 0u) +
               ((li & 1u) != 0u ? NI * HC / 8u : 0u);
   uint my_row = (voff / HC) * NRG + rg;
 
-  // fp8 keys are decoded as value / 2^8: fold 2^8 into qi (exact, a power of two).
-  float qscale = KI_TYPE == DT_FP8 ? pc.scale * 256.0 : pc.scale;
+  // fp8 keys are decoded as value / 2^8, NVFP4 codes as value / 2^13: fold 2^8 / 2^13 into
+  // qi (exact, a power of two).
+  float qscale = KI_TYPE == DT_FP8 ? pc.scale * 256.0 : KI_TYPE == DT_FP4 ? pc.scale * 8192.0 : pc.scale;
   uint nsg = gl_NumSubgroups;
-  uvec4 kr[NI][CPL];  // this invocation's chunks of its NI rows of the block in flight
+  KVEC kr[NI][CPL];  // this invocation's chunks of its NI rows of the block in flight
   float kscale = 1.0;
+#if KI_TYPE == DT_FP4
+  float ksg[NI];  // NVFP4: the e4m3 scale of this invocation's group (chunk li) per row
+#endif
   float qv[HC][CPL][E];
   uint q_t = INVALID, q_h0 = INVALID;  // which (token, head group) qv holds
 
+#if KI_TYPE == DT_FP4
+  // The scale of group li of row r_ (CPL == 1: chunk li is group li); 0 past the row.
+#define LOAD_GROUP_SCALE(it_, pg_, r_, nt_)                                           \
+  ksg[it_] = 0.0;                                                                     \
+  if ((r_) < (nt_) && li < cpr) ksg[it_] = fp8_to_f32(BYTE_AT(kis_b, pc.off_kis + ((pg_) * pc.Bs + (r_)) * cpr + li));
+#define LOAD_ROW_SCALE(pg_, nt_)
+#else
+#define LOAD_GROUP_SCALE(it_, pg_, r_, nt_)
+#define LOAD_ROW_SCALE(pg_, nt_) \
+  if (pc.has_scale != 0u && my_row < (nt_)) kscale = kis_d[pc.off_kis + (pg_) * pc.Bs + my_row];
+#endif
   // Issues the loads of the block in page pg_ with nt_ valid rows (the rest stay zero).
 #define LOAD_PAGE(pg, nt)                                                             \
   {                                                                                   \
@@ -168,12 +219,13 @@ void main() {
       uint row_ = it * NRG + rg;                                                     \
       [[unroll]] for (uint cc = 0u; cc < CPL; ++cc) {                                \
         uint ch_ = li + LPR * cc;                                                    \
-        kr[it][cc] = uvec4(0u);                                                      \
+        kr[it][cc] = KVEC(0u);                                                       \
         if (row_ < nt_ && ch_ < cpr) kr[it][cc] = KI4(kb_ + row_ * cpr + ch_);       \
       }                                                                              \
+      LOAD_GROUP_SCALE(it, pg_, row_, nt_)                                           \
     }                                                                                \
     kscale = 1.0;                                                                    \
-    if (pc.has_scale != 0u && my_row < nt_) kscale = kis_d[pc.off_kis + pg_ * pc.Bs + my_row]; \
+    LOAD_ROW_SCALE(pg_, nt_)                                                         \
   }
   // qv <- heads h0 .. h0 + HC - 1 of token t, scaled.
 #define LOAD_Q(t_, h0_)                                                               \
@@ -265,8 +317,16 @@ void main() {
           [[unroll]] for (uint cc = 0u; cc < CPL; ++cc) {
             float kf[E];
             unpack_keys(kr[it][cc], kf);
+#if KI_TYPE == DT_FP4
+            [[unroll]] for (uint h = 0u; h < HC; ++h) {
+              float part = 0.0;
+              [[unroll]] for (uint e = 0u; e < E; ++e) part += qv[h][cc][e] * kf[e];
+              a[h] += ksg[it] * part;
+            }
+#else
             [[unroll]] for (uint h = 0u; h < HC; ++h)
               [[unroll]] for (uint e = 0u; e < E; ++e) a[h] += qv[h][cc][e] * kf[e];
+#endif
           }
           [[unroll]] for (uint h = 0u; h < HC; ++h) v[it * HC + h] = a[h];
         }

@@ -3,7 +3,9 @@
 // indexer_score: one workgroup per (query block n, indexer head j, KV block c); the
 // invocations score the block's tokens, the workgroup pools them (max or log-sum-exp)
 // per query, and the query block keeps the maximum. QI_TYPE: dtype of qi; KI_TYPE:
-// dtype of ki_cache (f32, bf16 or fp8_e4m3).
+// dtype of ki_cache (f32, bf16, fp8_e4m3, or fp4_e2m1x2: NVFP4 keys, Di/2 bytes per row,
+// whose ki_scale is [P][Bs][Di/16] e4m3 bytes, one per group of 16 dims: each group's
+// partial dot product of q with the E2M1 values is multiplied by its scale).
 #include "common.glsl"
 
 layout(push_constant) uniform PushConstants {
@@ -14,7 +16,11 @@ layout(push_constant) uniform PushConstants {
 
 layout(std430, binding = 1) readonly buffer QiBuf { STORAGE(QI_TYPE) qi_d[]; };
 layout(std430, binding = 2) readonly buffer KiBuf { STORAGE(KI_TYPE) ki_d[]; };
+#if KI_TYPE == DT_FP4
+layout(std430, binding = 3) readonly buffer KisBuf { uint kis_b[]; };  // e4m3 group scales
+#else
 layout(std430, binding = 3) readonly buffer KisBuf { float kis_d[]; };
+#endif
 layout(std430, binding = 4) readonly buffer BtBuf { int bt_d[]; };
 layout(std430, binding = 5) readonly buffer KvlBuf { int kvlen_d[]; };
 layout(std430, binding = 6) readonly buffer CuqBuf { int cuq_d[]; };
@@ -64,10 +70,24 @@ void main() {
           uint r = r0 + tid;
           float l = NEG_INF;
           if (r < lim) {
-            uint kbase = pc.off_ki + (krow0 + r) * pc.Di;
             float dot = 0.0;
+#if KI_TYPE == DT_FP4
+            // Byte offsets (off_ki, off_kis are in bytes); a NaN scale makes the logit NaN.
+            uint ng = pc.Di / 16u, kbase = pc.off_ki + (krow0 + r) * (pc.Di / 2u);
+            uint sbase = pc.off_kis + (krow0 + r) * ng;
+            for (uint g = 0u; g < ng; ++g) {
+              float part = 0.0;
+              for (uint e = 0u; e < 8u; ++e) {
+                uint byte = BYTE_AT(ki_d, kbase + 8u * g + e), d = 16u * g + 2u * e;
+                part += sh_qi[d] * fp4_to_f32(byte) + sh_qi[d + 1u] * fp4_to_f32(byte >> 4);
+              }
+              dot += fp8_to_f32(BYTE_AT(kis_b, sbase + g)) * part;
+            }
+#else
+            uint kbase = pc.off_ki + (krow0 + r) * pc.Di;
             for (uint d = 0u; d < pc.Di; ++d) dot += sh_qi[d] * LD(KI_TYPE, ki_d, kbase + d);
             if (pc.has_scale != 0u) dot *= kis_d[pc.off_kis + krow0 + r];
+#endif
             l = pc.scale * dot;
           }
           float tm = wg_max(l);

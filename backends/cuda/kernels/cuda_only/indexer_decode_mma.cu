@@ -15,6 +15,15 @@
 // keys), before that as value / 2^8 by a branch-free bit trick (the 2^8 goes into the
 // scale); the softmax scale and the per-token ki_scale multiply the f32 result. A NaN in a
 // key slot past kv_len only reaches its own row of the product, which is masked.
+// NVFP4 keys (Di = 128): a lane's 16 bytes of a row are 32 dims in two scale groups. Each
+// 32-bit word (8 dims, one group) gives four f16x2 operands by shifts and masks: dims
+// {i, i+4} of the word as e2m1 * 2^-14 (e2m1x2 bit placement, see P_pair), times the
+// group's e4m3 scale * 2^7 in one HMUL2: exactly e2m1 * scale * 2^-7 (>= 2^-17, at most
+// 21; f16 holds it exactly, subnormal at the low end); the 2^7 goes into the logit scale.
+// The B fragments hold qi at the same dims. A step loads four tiles (4 KiB per warp in
+// flight, as fp8's two), then computes them. The kernel is bound by instruction issue,
+// not by the loads: ~5 instructions per two keys' dims (bench/NOTES.md, session 8, where
+// three other schedules are measured).
 // fp8 steps take two 16-key tiles, their keys and scales loaded before any is used: with
 // one tile (2 KiB per warp in flight, then a dependent ki_scale load) the fp8 path was
 // latency-bound at ~40% of bandwidth while bf16 (4 KiB per tile) ran at ~98%.
@@ -66,12 +75,16 @@ struct FusedTopk {
   int Hs = 1, k = 1, n_sink = 0, n_local = 1;
 };
 
+// Key formats of this kernel.
+enum KeyKind : int { kKeyBf16 = 0, kKeyFp8 = 1, kKeyFp4 = 2 };
+
 struct Params {
   Batch bt;
   const uint16_t* qi = nullptr;  // [T][Hi][Di] bf16 or f16 bits
   bool qi_f16 = false;
-  const uint8_t* ki = nullptr;   // [P][Bs][Di] bf16 or fp8 bytes
-  const float* ki_scale = nullptr;
+  const uint8_t* ki = nullptr;   // [P][Bs][Di] bf16 or fp8 bytes, [P][Bs][Di/2] NVFP4
+  const float* ki_scale = nullptr;       // fp8: [P][Bs] or null
+  const uint16_t* ki_scale8 = nullptr;   // NVFP4: [P][Bs][Di/16] e4m3, read as byte pairs
   float* out = nullptr;          // [NQ][Hi][max_blocks]
   int64_t NQ = 0;
   int Hi = 1, Di = 0;
@@ -119,6 +132,30 @@ __device__ __forceinline__ void fp8x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_
   hi = fp8x2_to_f16x2_div256(__byte_perm(w, 0u, 0x3424));  // bytes 2, 3
 }
 #endif
+
+// NVFP4: dims {k, k+4} of a word of 8 E2M1 codes (K = 3 - k: the word shifted so that
+// code k sits at bits 12..15 and code k+4 at 28..31) as f16x2 of e2m1 * 2^-14: magnitude
+// bits to 9..11 (>> 3), sign kept at 15 (e2m1x2_to_f16x2_tiny's placement).
+template <int K>
+__device__ __forceinline__ uint32_t fp4_pair(uint32_t w) {
+  const uint32_t x = (w << (4 * K)) & 0xf000f000u;
+  return ((x >> 3) | x) & 0x8e008e00u;
+}
+
+__device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+// Group scales (two e4m3 bytes) as f16x2 of scale * 2^7, exact (<= 448 * 2^7 < 65504; NaN
+// stays NaN).
+__device__ __forceinline__ uint32_t fp4_scales(uint32_t two) {
+  uint32_t lo, hi;
+  fp8x4_to_f16x2(two, lo, hi);
+  constexpr uint32_t kMul = kFp8Unit == 1.0f ? 0x58005800u : 0x78007800u;  // f16x2 {2^7, 2^7} or {2^15, 2^15}
+  return hmul2_bits(lo, kMul);
+}
 
 // Running pool of one head's logits: max, or (max, sum of exp) for log-sum-exp.
 struct Pool {
@@ -224,15 +261,69 @@ __device__ __forceinline__ void fused_select_block(const Params& p, const Batch&
   }
 }
 
-// KFP8: keys are fp8 (else bf16, with bf16 qi). DI: 64 or 128.
-template <bool KFP8, int DI>
+// NVFP4 (Di = 128): one step is NT tiles of 16 keys: this lane's 16 code bytes of rows g
+// and g + 8 of each tile and their two group scales (zeros past `lim`).
+template <int NT>
+struct Fp4Step {
+  uint4 raw[NT][2];
+  uint32_t gs[NT][2];
+};
+
+template <int NT>
+__device__ __forceinline__ void fp4_load(const Params& p, int64_t page, int r0, int lim, int Bs, int g, int t,
+                                         Fp4Step<NT>& st) {
+  const uint8_t* kb = p.ki + page * Bs * int64_t{64} + t * 16;
+  const uint16_t* gsc = p.ki_scale8 + page * Bs * int64_t{4} + t;
+#pragma unroll
+  for (int u = 0; u < NT; ++u) {
+    const bool tile = r0 + 16 * u <= lim;  // warp-uniform; rows stay inside the block
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = r0 + 16 * u + g + 8 * half;
+      st.raw[u][half] = tile ? __ldg(reinterpret_cast<const uint4*>(kb + int64_t{row} * 64)) : make_uint4(0u, 0u, 0u, 0u);
+      st.gs[u][half] = tile ? __ldg(gsc + row * 4) : 0u;
+    }
+  }
+}
+
+// acc += one NVFP4 tile (rows g, g + 8) times qi (b: k-step s = dims {k, k+4} of word s / 2).
+__device__ __forceinline__ void fp4_tile(const uint4 (&raw)[2], const uint32_t (&gs)[2], const uint32_t (&b)[8][2],
+                                         float (&acc)[4]) {
+  // Words 0, 1 of a row: group 2t (low scale), words 2, 3: group 2t + 1.
+  const uint32_t sc0 = fp4_scales(gs[0]), sc1 = fp4_scales(gs[1]);
+  const uint32_t sr0[2] = {__byte_perm(sc0, 0u, 0x1010), __byte_perm(sc0, 0u, 0x3232)};
+  const uint32_t sr1[2] = {__byte_perm(sc1, 0u, 0x1010), __byte_perm(sc1, 0u, 0x3232)};
+  const uint32_t w0[4] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w};
+  const uint32_t w1[4] = {raw[1].x, raw[1].y, raw[1].z, raw[1].w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t s0 = sr0[j / 2], s1 = sr1[j / 2];
+    uint32_t a[4];
+    a[0] = hmul2_bits(fp4_pair<3>(w0[j]), s0);  // dims {0, 4}
+    a[2] = hmul2_bits(fp4_pair<2>(w0[j]), s0);  // dims {1, 5}
+    a[1] = hmul2_bits(fp4_pair<3>(w1[j]), s1);
+    a[3] = hmul2_bits(fp4_pair<2>(w1[j]), s1);
+    mma_f16(acc, a, b[2 * j][0], b[2 * j][1]);
+    a[0] = hmul2_bits(fp4_pair<1>(w0[j]), s0);  // dims {2, 6}
+    a[2] = hmul2_bits(fp4_pair<0>(w0[j]), s0);  // dims {3, 7}
+    a[1] = hmul2_bits(fp4_pair<1>(w1[j]), s1);
+    a[3] = hmul2_bits(fp4_pair<0>(w1[j]), s1);
+    mma_f16(acc, a, b[2 * j + 1][0], b[2 * j + 1][1]);
+  }
+}
+
+// KK: the key format (KeyKind; bf16 keys need bf16 qi). DI: 64 or 128 (NVFP4: 128).
+template <int KK, int DI>
 __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
-  constexpr int KB = KFP8 ? 1 : 2;            // key bytes
-  constexpr int DPL = 16 / KB;                 // dims per 16-byte load
+  constexpr bool KFP8 = KK == kKeyFp8, KFP4 = KK == kKeyFp4;
+  constexpr int NT4 = 4;  // NVFP4 tiles per step (4 KiB per warp in flight, as fp8's two tiles)
+  constexpr int RB = KFP4 ? DI / 2 : KFP8 ? DI : 2 * DI;  // bytes per key row
+  constexpr int DPL = KFP4 ? 32 : KFP8 ? 16 : 8;          // dims per 16-byte load
   constexpr int NL = DI / (4 * DPL);           // loads per row per lane (4 lanes per row)
   constexpr int KS = DPL / 4;                  // k-steps per load (4 dims per lane per k-step)
   // 16-key tiles per step (two bf16 tiles measured no faster: bench/NOTES.md, session 7)
   constexpr int KT = KFP8 ? 2 : 1;
+  static_assert(!KFP4 || DI == 128, "NVFP4 keys: Di = 128");
   static_assert(NL >= 1 && NL * 4 * DPL == DI, "Di must be a multiple of 4 x 16 bytes");
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
   const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
@@ -263,24 +354,43 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
       for (int s = 0; s < KS; ++s)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int d = l * 4 * DPL + t * DPL + 4 * s + 2 * h;
-          uint32_t lo = head_ok ? qrow[d] : 0u, hi = head_ok ? qrow[d + 1] : 0u;
-          if (KFP8 && !p.qi_f16) {  // bf16 qi -> f16 (exact in f16's normal range)
+          // NVFP4: k-step s holds dims {k, k+4} (b0: k = 2 (s % 2), b1: k + 1) of word s / 2.
+          const int d = KFP4 ? t * DPL + 8 * (s / 2) + 2 * (s % 2) + h : l * 4 * DPL + t * DPL + 4 * s + 2 * h;
+          const int d2 = KFP4 ? d + 4 : d + 1;
+          uint32_t lo = head_ok ? qrow[d] : 0u, hi = head_ok ? qrow[d2] : 0u;
+          if ((KFP8 || KFP4) && !p.qi_f16) {  // bf16 qi -> f16 (exact in f16's normal range)
             lo = f32_to_f16_bits(bf16_bits_to_f32(static_cast<uint16_t>(lo)));
             hi = f32_to_f16_bits(bf16_bits_to_f32(static_cast<uint16_t>(hi)));
           }
           b[l][s][h] = lo | (hi << 16);
         }
   }
-  const float lscale = KFP8 ? p.scale * kFp8Unit : p.scale;
+  const float lscale = KFP4 ? p.scale * 128.0f : KFP8 ? p.scale * kFp8Unit : p.scale;
 
   for (int c = wid; c < MB; c += nw) {
     float* orow = p.out + qb * int64_t{p.Hi} * MB + c;
     const int lim = c <= clast ? min(min(q.kv - 1, pos) - c * Bs, Bs - 1) : -1;
     const int64_t page = lim >= 0 ? page_of(p.bt, q.b, c) : -1;
     Pool pool[2];
-    if (page >= 0) {
-      const uint8_t* kb = p.ki + page * Bs * int64_t{DI} * KB;
+    if constexpr (KFP4) {  // block by block: a step's loads, then its tiles
+      for (int r0 = 0; page >= 0 && r0 <= lim; r0 += 16 * NT4) {
+        Fp4Step<NT4> st;
+        fp4_load(p, page, r0, lim, Bs, g, t, st);
+#pragma unroll
+        for (int u = 0; u < NT4; ++u) {
+          if (r0 + 16 * u > lim) break;
+          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          fp4_tile(st.raw[u], st.gs[u], b[0], acc);
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            if (r0 + 16 * u + g + 8 * half > lim) continue;
+            pool[0].add(acc[2 * half] * lscale, p.pool_lse);
+            pool[1].add(acc[2 * half + 1] * lscale, p.pool_lse);
+          }
+        }
+      }
+    } else if (page >= 0) {
+      const uint8_t* kb = p.ki + page * Bs * int64_t{RB};
       const float* ksc = p.ki_scale != nullptr ? p.ki_scale + page * Bs : nullptr;
       // KT tiles of 16 keys per step, all loads (keys and their scales) issued before any
       // use: fp8 tiles are half the bytes of bf16 ones, so two of them keep as many bytes
@@ -296,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
             const int row = r0 + 16 * u + g + 8 * half;
 #pragma unroll
             for (int l = 0; l < NL; ++l)
-              raw[u][half][l] = tile ? __ldg(reinterpret_cast<const uint4*>(kb + (int64_t{row} * DI + l * 4 * DPL + t * DPL) * KB))
+              raw[u][half][l] = tile ? __ldg(reinterpret_cast<const uint4*>(kb + int64_t{row} * RB + (l * 4 * DPL + t * DPL) * RB / DI))
                                      : make_uint4(0u, 0u, 0u, 0u);
             ks[u][half] = (tile && ksc != nullptr) ? __ldg(ksc + row) : 1.0f;
           }
@@ -305,6 +415,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
         for (int u = 0; u < KT; ++u) {
           if (r0 + 16 * u > lim) break;
           float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          {
 #pragma unroll
           for (int l = 0; l < NL; ++l) {
             const uint32_t w0[4] = {raw[u][0][l].x, raw[u][0][l].y, raw[u][0][l].z, raw[u][0][l].w};
@@ -324,6 +435,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
                 mma_bf16(acc, a, b[l][s][0], b[l][s][1]);
               }
             }
+          }
           }
           // acc: rows (keys) g and g + 8, columns (heads) 2t and 2t + 1.
 #pragma unroll
@@ -346,17 +458,18 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
   if (p.topk.idx != nullptr) fused_arrive(p, qb);
 }
 
-template <bool KFP8, int DI>
+template <int KK, int DI>
 void launch(const Params& p, unsigned grid, cudaStream_t s) {
-  indexer_mma_kernel<KFP8, DI><<<grid, kThreads, 0, s>>>(p);
+  indexer_mma_kernel<KK, DI><<<grid, kThreads, 0, s>>>(p);
 }
 
 // Fills `p` and returns true when this kernel covers `a` (see the header).
 bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
   const hal::DType kd = a.ki_cache.dtype, qd = a.qi.dtype;
   const int Di = static_cast<int>(a.qi.dim(2)), Hi = static_cast<int>(a.qi.dim(1)), Bs = static_cast<int>(a.ki_cache.dim(1));
-  const bool keys_ok = (kd == hal::DType::fp8_e4m3 && (qd == hal::DType::bf16 || qd == hal::DType::f16)) ||
-                       (kd == hal::DType::bf16 && qd == hal::DType::bf16);
+  const bool qi16 = qd == hal::DType::bf16 || qd == hal::DType::f16;
+  const bool keys_ok = (kd == hal::DType::fp8_e4m3 && qi16) || (kd == hal::DType::bf16 && qd == hal::DType::bf16) ||
+                       (kd == hal::DType::fp4_e2m1x2 && qi16 && Di == 128);
   // Default on the native tier; MSA_CUDA_MMA_INDEXER=0 falls back to the portable kernel
   // (A/B runs). Decode-like: Qb = 1 and few queries (prefill goes to the tile kernels).
   static const bool off = env_int("MSA_CUDA_MMA_INDEXER", 1) == 0;
@@ -376,7 +489,9 @@ bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
   p.qi = a.qi.data<uint16_t>();
   p.qi_f16 = qd == hal::DType::f16;
   p.ki = a.ki_cache.data<uint8_t>();
-  p.ki_scale = a.ki_scale.present() ? a.ki_scale.data<float>() : nullptr;
+  const bool nvfp4 = kd == hal::DType::fp4_e2m1x2;
+  p.ki_scale = a.ki_scale.present() && !nvfp4 ? a.ki_scale.data<float>() : nullptr;
+  p.ki_scale8 = nvfp4 ? a.ki_scale.data<uint16_t>() : nullptr;
   p.out = a.block_score.data<float>();
   p.NQ = a.NQ;
   p.Hi = Hi;
@@ -394,9 +509,9 @@ bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
 // The indexer's NQ x splits blocks, then `select_blocks` (fused rows; 0 unfused).
 void launch_decode(Stream& st, const Params& p, hal::DType kd, int64_t select_blocks) {
   const unsigned grid = static_cast<unsigned>(p.NQ * p.splits + select_blocks);
-  const bool fp8 = kd == hal::DType::fp8_e4m3;
-  if (p.Di == 64) fp8 ? launch<true, 64>(p, grid, st.native()) : launch<false, 64>(p, grid, st.native());
-  else fp8 ? launch<true, 128>(p, grid, st.native()) : launch<false, 128>(p, grid, st.native());
+  if (kd == hal::DType::fp4_e2m1x2) launch<kKeyFp4, 128>(p, grid, st.native());
+  else if (kd == hal::DType::fp8_e4m3) p.Di == 64 ? launch<kKeyFp8, 64>(p, grid, st.native()) : launch<kKeyFp8, 128>(p, grid, st.native());
+  else p.Di == 64 ? launch<kKeyBf16, 64>(p, grid, st.native()) : launch<kKeyBf16, 128>(p, grid, st.native());
   MSA_CUDA_CHECK_LAUNCH();
 }
 

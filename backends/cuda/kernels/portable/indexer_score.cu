@@ -3,7 +3,8 @@
 // block's tokens t; -inf where nothing is valid.
 //
 // Decode-first design: one warp streams one KV block (Bs x Di keys, contiguous) at a
-// time with 16-byte loads (16 fp8 keys decoded branch-free), NI loads in flight per lane; lanes split each key row into
+// time with 16-byte loads (16 fp8 keys decoded branch-free; NVFP4: 8-byte loads of 16 keys,
+// one scale group), NI loads in flight per lane; lanes split each key row into
 // 16-byte chunks (CPR lanes per row) and hold qi for 4 heads in registers. The CPR
 // partial dot products of NI rows x 4 heads are combined by a reduce-scatter butterfly
 // (about 2 shuffles per row instead of 4 log2(CPR)), so each lane ends with a few finished
@@ -29,8 +30,9 @@ struct IndexerParams {
   Batch bt;
   const void* qi = nullptr;  // [T][Hi][Di]
   int qi_dt = 0;
-  const void* ki = nullptr;  // [P][Bs][Di]
-  const float* ki_scale = nullptr;
+  const void* ki = nullptr;  // [P][Bs][Di] ([P][Bs][Di/2] NVFP4 bytes)
+  const float* ki_scale = nullptr;     // fp8 keys: [P][Bs] f32 or null
+  const uint8_t* ki_scale8 = nullptr;  // NVFP4 keys: [P][Bs][Di/16] e4m3
   float* out = nullptr;      // [NQ][Hi][max_blocks]
   int Qb = 1;
   int64_t NQ = 0;
@@ -53,11 +55,21 @@ __device__ __forceinline__ void rs_stage(float (&v)[N], int lane, int o) {
   }
 }
 
-// Key chunk loaded per lane: 16 bytes (16 fp8 keys, 8 bf16, 4 f32).
+// Key chunk loaded per lane: 16 bytes (16 fp8 keys, 8 bf16, 4 f32), or for NVFP4 8 bytes
+// (16 keys: one scale group, so a lane's partial sums take one scale per row).
+template <int KDT>
 struct KeyLoad {
   using V = uint4;
+  static constexpr int kBytes = 16;
   static __device__ __forceinline__ V zero() { return make_uint4(0, 0, 0, 0); }
   static __device__ __forceinline__ V load(const void* p) { return __ldg(static_cast<const uint4*>(p)); }
+};
+template <>
+struct KeyLoad<kFP4> {
+  using V = uint2;
+  static constexpr int kBytes = 8;
+  static __device__ __forceinline__ V zero() { return make_uint2(0, 0); }
+  static __device__ __forceinline__ V load(const void* p) { return __ldg(static_cast<const uint2*>(p)); }
 };
 
 // e4m3 -> float * 2^-8, branch-free, two keys per 32-bit word: u holds the two bytes in
@@ -69,6 +81,20 @@ struct KeyLoad {
 __device__ __forceinline__ uint32_t fp8x2_hi_to_f16x2(uint32_t u) {
   const uint32_t nan = (((u & 0x7f007f00u) + 0x01000100u) & 0x80008000u) >> 1;  // 0x4000 where |b| == 0x7f
   return (u & 0x80008000u) | ((u >> 1) & 0x3f803f80u) | nan;
+}
+
+// Unpacks 8 bytes of NVFP4 codes: 16 E2M1 values * 2^-14 (the group scale and the 2^14
+// are applied by the caller).
+template <int KDT, int E>
+__device__ __forceinline__ void unpack_keys(const uint2& raw, float (&kf)[E]) {
+  static_assert(KDT == kFP4 && E == 16, "8 bytes of NVFP4 codes");
+  const uint32_t w[2] = {raw.x, raw.y};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t h = e2m1x2_to_f16x2_tiny((w[i / 4] >> (8 * (i % 4))) & 0xffu);
+    kf[2 * i] = f16_bits_to_f32(static_cast<uint16_t>(h & 0xffffu));
+    kf[2 * i + 1] = f16_bits_to_f32(static_cast<uint16_t>(h >> 16));
+  }
 }
 
 // Unpacks one 16-byte key chunk; fp8 values come out divided by 2^8 (see above).
@@ -93,10 +119,11 @@ __device__ __forceinline__ void unpack_keys(const uint4& raw, float (&kf)[E]) {
 
 template <int KDT, int DI>
 __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
-  using KT = typename Elem<KDT>::T;
-  using KL = KeyLoad;
+  constexpr bool kNv = KDT == kFP4;  // NVFP4: 2 keys per byte, a scale per 16 (= E) dims
+  using KT = typename Elem<kNv ? kFP8 : KDT>::T;
+  using KL = KeyLoad<KDT>;
   using LV = typename KL::V;
-  constexpr int E = int(sizeof(LV) / sizeof(KT));  // elements per lane chunk
+  constexpr int E = kNv ? 16 : int(sizeof(LV) / sizeof(KT));  // elements per lane chunk
   constexpr int CPR = DI / E;                      // lanes per key row
   static_assert(CPR >= 1 && CPR <= kWarp, "row must fit a warp");
   constexpr int RPI = kWarp / CPR;                 // rows per load instruction
@@ -132,11 +159,13 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
   for (int s = 0; s < LOG_CPR; ++s)
     if (lane & (CPR >> (s + 1))) voff += N >> (s + 1);
 
-  // fp8 keys are decoded as value / 2^8: fold 2^8 into qi (exact, a power of two).
-  const float qscale = KDT == kFP8 ? p.scale * 256.0f : p.scale;
+  // fp8 keys are decoded as value / 2^8, NVFP4 codes as value / 2^14: fold the power of
+  // two into qi (exact).
+  const float qscale = KDT == kFP8 ? p.scale * 256.0f : kNv ? p.scale * 16384.0f : p.scale;
   float qv[kHC][E];
   int loaded_t = -1, loaded_h = -1;
-  const KT* ki = static_cast<const KT*>(p.ki);
+  const int64_t row_bytes = kNv ? p.Di / 2 : int64_t{p.Di} * int64_t{sizeof(KT)};
+  const int G = p.Di / 16;  // NVFP4 scale groups per row
 
   for (int c = wid; c < MB; c += nw) {
     float* orow = p.out + qb * int64_t{p.Hi} * MB + c;
@@ -174,25 +203,29 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
             rm[h] = ninf;
             rs[h] = 0.0f;
           }
-          const KT* kb = ki + page * Bs * int64_t{p.Di};
+          const uint8_t* kb = static_cast<const uint8_t*>(p.ki) + page * Bs * row_bytes;
           for (int rb = 0; rb <= lim; rb += ROWS) {
             LV raw[NI];
+            uint8_t gsc[NI];  // NVFP4: this lane's group scale of each row
 #pragma unroll
             for (int it = 0; it < NI; ++it) {
               const int row = rb + it * RPI + rsub;
-              raw[it] = (row < Bs && col_ok) ? KL::load(kb + int64_t{row} * p.Di + cc * E) : KL::zero();
+              const bool ok = row < Bs && col_ok;
+              raw[it] = ok ? KL::load(kb + int64_t{row} * row_bytes + cc * KL::kBytes) : KL::zero();
+              if constexpr (kNv) gsc[it] = ok ? __ldg(p.ki_scale8 + (page * Bs + row) * G + cc) : uint8_t{0};
             }
             float v[N];
 #pragma unroll
             for (int it = 0; it < NI; ++it) {
               float kf[E];
               unpack_keys<KDT>(raw[it], kf);
+              const float gs = kNv ? fp8_bits_to_f32(gsc[it]) : 1.0f;
 #pragma unroll
               for (int h = 0; h < kHC; ++h) {
                 float a = 0.0f;
 #pragma unroll
                 for (int e = 0; e < E; ++e) a = fmaf(qv[h][e], kf[e], a);
-                v[it * kHC + h] = a;
+                v[it * kHC + h] = kNv ? a * gs : a;
               }
             }
             // Reduce-scatter across the CPR lanes of a row group.
@@ -273,7 +306,9 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   p.qi = a.qi.data<void>();
   p.qi_dt = dt_code(a.qi.dtype);
   p.ki = a.ki_cache.data<void>();
-  p.ki_scale = a.ki_scale.present() ? a.ki_scale.data<float>() : nullptr;
+  const bool nvfp4 = a.ki_cache.dtype == hal::DType::fp4_e2m1x2;
+  p.ki_scale = a.ki_scale.present() && !nvfp4 ? a.ki_scale.data<float>() : nullptr;
+  p.ki_scale8 = nvfp4 ? a.ki_scale.data<uint8_t>() : nullptr;
   p.out = a.block_score.data<float>();
   p.Qb = a.Qb;
   p.NQ = a.NQ;
@@ -292,6 +327,7 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
     case hal::DType::bf16: small ? launch<kBF16, 64>(p, grid, st.native()) : launch<kBF16, 128>(p, grid, st.native()); break;
     case hal::DType::f32: small ? launch<kF32, 64>(p, grid, st.native()) : launch<kF32, 128>(p, grid, st.native()); break;
     case hal::DType::fp8_e4m3: small ? launch<kFP8, 64>(p, grid, st.native()) : launch<kFP8, 128>(p, grid, st.native()); break;
+    case hal::DType::fp4_e2m1x2: small ? launch<kFP4, 64>(p, grid, st.native()) : launch<kFP4, 128>(p, grid, st.native()); break;
     default: throw Error("cuda: indexer_score: unexpected ki_cache dtype");
   }
   MSA_CUDA_CHECK_LAUNCH();

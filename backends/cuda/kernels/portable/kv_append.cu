@@ -1,7 +1,8 @@
 // kv_append: token i of sequence b goes to position kv_len[b] - q_len[b] + i, i.e. slot
 // pos % Bs of page block_table[b][pos / Bs]. One block per token: K and V rows of every
 // KV head are copied (same dtype), the indexer key is converted to ki_cache's dtype; fp8
-// keys with a ki_scale get the per-token scale amax/448 (1 for an all-zero row).
+// keys with a ki_scale get the per-token scale amax/448 (1 for an all-zero row); NVFP4 keys
+// are quantized per group of 16 dims as hal::quantize_nvfp4_group does (one thread a group).
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
@@ -23,6 +24,7 @@ struct AppendParams {
   void* ki_cache = nullptr;     // [P][Bs][Di]
   int kic_dt = 0;
   float* ki_scale = nullptr;    // [P][Bs]
+  uint8_t* ki_scale8 = nullptr; // NVFP4: [P][Bs][Di/16] e4m3
   int Di = 0;
 };
 
@@ -49,6 +51,29 @@ __global__ void kv_append_kernel(AppendParams p) {
     p.v_cache[dst] = p.v[int64_t{t} * n + i];
   }
   if (p.ki == nullptr) return;
+  if (p.kic_dt == kFP4) {  // NVFP4: thread g quantizes group g (8 code bytes, 1 scale)
+    const int G = p.Di / 16;
+    const int64_t row = page * p.bt.Bs + slot;
+    for (int g = threadIdx.x; g < G; g += blockDim.x) {
+      float x[16];
+      float amax = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        x[i] = load_any(p.ki, p.ki_dt, int64_t{t} * p.Di + g * 16 + i);
+        if (x[i] == x[i]) amax = fmaxf(amax, fabsf(x[i]));
+      }
+      const uint8_t sb = f32_to_fp8_bits(amax * (1.0f / 6.0f));
+      const float sc = fp8_bits_to_f32(sb);
+      uint32_t w[2] = {0u, 0u};
+      if (sc > 0.0f) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) w[i / 8] |= e2m1_code(x[i], sc) << (4 * (i % 8));
+      }
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.ki_cache) + row * (p.Di / 2) + g * 8) = make_uint2(w[0], w[1]);
+      p.ki_scale8[row * G + g] = sb;
+    }
+    return;
+  }
   const int64_t src = int64_t{t} * p.Di, dst = (page * p.bt.Bs + slot) * int64_t{p.Di};
   float scale = 1.0f;
   if (p.ki_scale != nullptr) {
@@ -93,8 +118,10 @@ void kv_append(hal::Stream& s, const ops::KvAppendArgs& a) {
     p.ki_dt = dt_code(a.ki.dtype);
     p.ki_cache = a.ki_cache.data<void>();
     p.kic_dt = dt_code(a.ki_cache.dtype);
-    p.ki_scale = a.ki_scale.present() ? a.ki_scale.data<float>() : nullptr;
-    p.Di = static_cast<int>(a.ki_cache.dim(2));
+    const bool nvfp4 = a.ki_cache.dtype == hal::DType::fp4_e2m1x2;
+    p.ki_scale = a.ki_scale.present() && !nvfp4 ? a.ki_scale.data<float>() : nullptr;
+    p.ki_scale8 = nvfp4 ? a.ki_scale.data<uint8_t>() : nullptr;
+    p.Di = static_cast<int>(a.ki.dim(1));
   }
   kv_append_kernel<<<static_cast<unsigned>(T), 128, 0, st.native()>>>(p);
   MSA_CUDA_CHECK_LAUNCH();
