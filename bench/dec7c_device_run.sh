@@ -16,7 +16,7 @@ done
 F='(indexer_score|block_topk|indexer_topk)/.*T=(1|8) q=.*kv=\[(8 x )?(32768|131072|1048576)'
 timeout 150 $B/bench/msa-bench --backend=cuda --benchmark_filter="$F" --benchmark_min_time=0.05s --sustain=0.5 \
   --benchmark_out="$LOG/bench_topk.json" --benchmark_out_format=json > "$LOG/bench_topk.log" 2>&1
-echo "msa-bench rc $?"; grep -E "ceiling|^(indexer|block)" "$LOG/bench_topk.log" | cut -c1-200 | head -30
+echo "msa-bench rc $?"; grep -E "ceiling|^(cuda/)?(indexer|block)" "$LOG/bench_topk.log" | cut -c1-200 | head -30
 for shape in "1 32768" "1 131072" "8 131072" "1 1048576" "8 1048576"; do
   set -- $shape
   timeout 60 $M layer --backend cuda --batch $1 --context $2 --iters 30 --queued --json "$LOG/layer_$1_$2.json" > "$LOG/layer_$1_$2.log" 2>&1

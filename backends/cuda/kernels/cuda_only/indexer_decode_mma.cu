@@ -213,16 +213,7 @@ __device__ __forceinline__ void select_row(const float* srow, const RowInfo& ri,
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const int c = tid * PER + i;
-    uint32_t kk = 0u;
-    if (c < ri.nvalid) {
-      if (ri.forced(c)) {
-        kk = 0xffffffffu;  // forced blocks get the largest key
-      } else {
-        kk = ordered_key(sv[i]);
-        if (kk <= 0x007fffffu) kk = 0u;  // -inf (and NaN): never selected
-      }
-    }
-    key[i] = kk;
+    key[i] = c < ri.nvalid ? select_key(ri, c, sv[i]) : 0u;
     blk[i] = c;
   }
   const unsigned take = select_top_adaptive<PER>(key, k, sc);

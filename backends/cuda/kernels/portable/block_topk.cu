@@ -87,11 +87,7 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
   int mycand = 0;
   uint32_t kmin = 0xffffffffu, kmax = 0u;
   for (int c = tid; c < nvalid; c += kThreads) {
-    uint32_t key = 0;
-    if (!forced(c)) {
-      key = ordered_key(srow[c]);
-      if (key <= 0x007fffffu) key = 0;  // -inf (and NaN): never selected
-    }
+    const uint32_t key = forced(c) ? 0u : candidate_key(srow[c]);  // forced blocks are counted apart
     keys[c] = key;
     if (key != 0) {
       ++mycand;
@@ -258,16 +254,7 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const int c = c0 + tid * PER + i;
-    uint32_t kk = 0u;
-    if (c < c1) {
-      if (ri.forced(c)) {
-        kk = 0xffffffffu;
-      } else {
-        kk = ordered_key(sv[i]);
-        if (kk <= 0x007fffffu) kk = 0u;  // -inf (and NaN): never selected
-      }
-    }
-    key[i] = kk;
+    key[i] = c < c1 ? select_key(ri, c, sv[i]) : 0u;
     blk[i] = c;
   }
   if constexpr (kOneBlock) {  // the whole row in one block: its k best are the answer

@@ -1,6 +1,7 @@
 // The selection rule of one block_topk row (spec: valid blocks, forced sink and local
-// blocks, the rows whose answer needs no select), shared by block_topk.cu and the decode
-// indexer's fused select, so both follow one reading of the contract.
+// blocks, the rows whose answer needs no select, the keys scores select by), shared by
+// block_topk.cu and the decode indexer's fused select, so both follow one reading of the
+// contract.
 #pragma once
 #include "backends/cuda/kernels/portable/seq.cuh"
 
@@ -26,6 +27,19 @@ __device__ inline int row_rule(const QBlock& q, int Bs, int n, int k, int n_sink
   ri.loc_lo = max(0, q.p0 / Bs - n_local + 1);
   ri.loc_hi = min(p1 / Bs, ri.nvalid - 1);
   return -1;
+}
+
+// A non-forced block's select key for score s: its ordered key, 0 (never selected) for
+// -inf and NaN.
+__device__ __forceinline__ uint32_t candidate_key(float s) {
+  const uint32_t k = ordered_key(s);
+  return k <= 0x007fffffu ? 0u : k;
+}
+
+// The select key of valid block c: forced blocks get the largest key, which no score maps
+// to, so they are always taken; the others candidate_key.
+__device__ __forceinline__ uint32_t select_key(const RowInfo& ri, int c, float s) {
+  return ri.forced(c) ? 0xffffffffu : candidate_key(s);
 }
 
 }  // namespace msa::MSA_GPU_NS
