@@ -30,7 +30,7 @@ using msa::hal::Tensor;
 using msa_fuzz::TensorMaker;
 
 constexpr DType kAct[] = {DType::f32, DType::bf16, DType::f16};
-constexpr DType kKeys[] = {DType::f32, DType::bf16, DType::fp8_e4m3};
+constexpr DType kKeys[] = {DType::f32, DType::bf16, DType::fp8_e4m3, DType::fp4_e2m1x2};
 
 void check(bool cond) {
   if (!cond) std::abort();  // a contract invariant does not hold: report as a crash
@@ -145,13 +145,21 @@ std::vector<uint8_t> cache_bytes(TensorMaker& m, DType dt, const Batch& b, int64
 void fuzz_indexer_score(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& m) {
   Batch b = make_batch(f);
   msa::ops::IndexerScoreArgs a;
-  const int64_t Hi = f.ConsumeIntegralInRange<int64_t>(1, 3), Di = f.ConsumeIntegralInRange<int64_t>(1, 8);
-  const DType kd = kKeys[f.ConsumeIntegralInRange<size_t>(0, 2)];
+  const DType kd = kKeys[f.ConsumeIntegralInRange<size_t>(0, std::size(kKeys) - 1)];
+  const bool nvfp4 = kd == DType::fp4_e2m1x2;  // Di/2 code bytes and Di/16 e4m3 scales a key
+  const int64_t Hi = f.ConsumeIntegralInRange<int64_t>(1, 3);
+  const int64_t Di = nvfp4 ? 16 * f.ConsumeIntegralInRange<int64_t>(1, 2) : f.ConsumeIntegralInRange<int64_t>(1, 8);
   a.qi = m.floats(kAct[f.ConsumeIntegralInRange<size_t>(0, 2)], {b.T, Hi, Di});
   std::vector<int64_t> shape;
-  std::vector<uint8_t> keys = cache_bytes(m, kd, b, 1, Di, shape);
-  a.ki_cache = m.make(kd, {b.P, std::max<int64_t>(b.Bs, 0), Di}, keys);
-  if (kd == DType::fp8_e4m3 && f.ConsumeBool()) a.ki_scale = m.floats(DType::f32, {b.P, std::max<int64_t>(b.Bs, 0)});
+  const int64_t Bs = std::max<int64_t>(b.Bs, 0), row = nvfp4 ? Di / 2 : Di;
+  std::vector<uint8_t> keys = cache_bytes(m, kd, b, 1, row, shape);
+  a.ki_cache = m.make(kd, {b.P, Bs, row}, keys);
+  if (nvfp4) {  // scales NaN in slack slots; now and then missing (an error)
+    if (f.ConsumeIntegral<uint8_t>() < 240)
+      a.ki_scale = m.make(DType::fp8_e4m3, {b.P, Bs, Di / 16}, cache_bytes(m, DType::fp8_e4m3, b, 1, Di / 16, shape));
+  } else if (kd == DType::fp8_e4m3 && f.ConsumeBool()) {
+    a.ki_scale = m.floats(DType::f32, {b.P, Bs});
+  }
   a.block_table = m.ints({b.B, b.max_blocks}, b.table);
   a.kv_len = m.ints({b.B}, b.kv_len);
   a.cu_q = m.ints({b.B + 1}, b.cu_q);
@@ -330,11 +338,13 @@ void fuzz_kv_append(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& m
   a.v_cache = m.zeros(dt, {b.P, Hkv, Bs, D});
   const uint8_t with_ki = f.ConsumeIntegralInRange<uint8_t>(0, 3);
   if (with_ki >= 1) {
-    const int64_t Di = f.ConsumeIntegralInRange<int64_t>(1, 8);
-    const DType kd = kKeys[f.ConsumeIntegralInRange<size_t>(0, 2)];
+    const DType kd = kKeys[f.ConsumeIntegralInRange<size_t>(0, std::size(kKeys) - 1)];
+    const bool nvfp4 = kd == DType::fp4_e2m1x2;
+    const int64_t Di = nvfp4 ? 16 * f.ConsumeIntegralInRange<int64_t>(1, 2) : f.ConsumeIntegralInRange<int64_t>(1, 8);
     a.ki = m.floats(kAct[f.ConsumeIntegralInRange<size_t>(0, 2)], {b.T, Di});
-    a.ki_cache = m.zeros(kd, {b.P, Bs, Di});
-    if (with_ki == 3) a.ki_scale = m.zeros(DType::f32, {b.P, Bs});
+    a.ki_cache = m.zeros(kd, {b.P, Bs, nvfp4 ? Di / 2 : Di});
+    if (nvfp4 && with_ki >= 2) a.ki_scale = m.zeros(DType::fp8_e4m3, {b.P, Bs, Di / 16});  // 1: missing (an error)
+    else if (with_ki == 3) a.ki_scale = m.zeros(DType::f32, {b.P, Bs});
   }
   msa::ops::kv_append(dev, a);
   if (m.damaged() || !b.valid) return;
