@@ -15,6 +15,21 @@
 namespace msa::cli {
 namespace {
 
+// `t`'s shape with its first dim (pages) replaced by P: the indexer keys and their scales
+// in any format (fp8 scales [P][Bs], NVFP4 codes [P][Bs][Di/2] and scales [P][Bs][Di/16]).
+std::vector<int64_t> with_pages(const hal::HostTensor& t, int64_t P) {
+  std::vector<int64_t> s = t.shape;
+  s[0] = P;
+  return s;
+}
+
+// A device tensor of `t`'s dtype and shape (rank 2 or 3) with P pages.
+hal::Device::Owned alloc_pages(hal::Device& dev, const hal::HostTensor& t, int64_t P) {
+  const std::vector<int64_t> s = with_pages(t, P);
+  return s.size() == 2 ? dev.alloc_tensor(t.dtype, {s[0], s[1]}) : dev.alloc_tensor(t.dtype, {s[0], s[1], s[2]});
+}
+
+
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -200,12 +215,12 @@ class ContextRank {
     const LayerConfig& c = p_.cfg;
     const int64_t P = p_.B * M_;
     hal::HostTensor k(c.dtype, {P, c.Hkv, c.Bs, c.D}), v(c.dtype, {P, c.Hkv, c.Bs, c.D});
-    hal::HostTensor ki(p_.ki_cache.dtype, {P, c.Bs, c.Di});
+    hal::HostTensor ki(p_.ki_cache.dtype, with_pages(p_.ki_cache, P));
     hal::HostTensor ks;
-    if (!p_.ki_scale.shape.empty()) ks = hal::HostTensor(hal::DType::f32, {P, c.Bs});
+    if (!p_.ki_scale.shape.empty()) ks = hal::HostTensor(p_.ki_scale.dtype, with_pages(p_.ki_scale, P));
     const size_t kvp = p_.k_cache.nbytes() / static_cast<size_t>(p_.k_cache.shape[0]);
     const size_t kip = p_.ki_cache.nbytes() / static_cast<size_t>(p_.ki_cache.shape[0]);
-    const size_t ksp = static_cast<size_t>(c.Bs) * 4;
+    const size_t ksp = ks.shape.empty() ? 0 : p_.ki_scale.nbytes() / static_cast<size_t>(p_.ki_scale.shape[0]);
     const int32_t* bt = p_.block_table.data<int32_t>();
     for (int64_t b = 0; b < p_.B; ++b)
       for (int64_t j = lo_[r_]; j < lo_[r_ + 1]; ++j) {
@@ -218,10 +233,10 @@ class ContextRank {
     k_own_ = up(k);
     v_own_ = up(v);
     ki_own_ = hal::to_device(dev_, ki);
-    ki_all_ = dev_.alloc_tensor(ki.dtype, {w_ * P, c.Bs, c.Di});
+    ki_all_ = alloc_pages(dev_, ki, w_ * P);
     if (!ks.shape.empty()) {
       ki_scale_own_ = hal::to_device(dev_, ks);
-      ki_scale_all_ = dev_.alloc_tensor(hal::DType::f32, {w_ * P, c.Bs});
+      ki_scale_all_ = alloc_pages(dev_, ks, w_ * P);
     }
     if (T_ == 0) return;
     // The indexer reads the gathered keys: block j of sequence b is page
@@ -401,10 +416,11 @@ class ShardedKeyHeadsRank {
     // This rank's key pages and a block table / kv_len relative to its range: a decode
     // query sees every key of the range, so shifting positions changes nothing.
     const int64_t P = p.B * M_;
-    hal::HostTensor ki(p.ki_cache.dtype, {P, c.Bs, c.Di}), bt(hal::DType::i32, {p.B, M_}), klr(hal::DType::i32, {p.B});
+    hal::HostTensor ki(p.ki_cache.dtype, with_pages(p.ki_cache, P)), bt(hal::DType::i32, {p.B, M_}), klr(hal::DType::i32, {p.B});
     hal::HostTensor ks;
-    if (!p.ki_scale.shape.empty()) ks = hal::HostTensor(hal::DType::f32, {P, c.Bs});
-    const size_t kip = p.ki_cache.nbytes() / static_cast<size_t>(p.ki_cache.shape[0]), ksp = static_cast<size_t>(c.Bs) * 4;
+    if (!p.ki_scale.shape.empty()) ks = hal::HostTensor(p.ki_scale.dtype, with_pages(p.ki_scale, P));
+    const size_t kip = p.ki_cache.nbytes() / static_cast<size_t>(p.ki_cache.shape[0]);
+    const size_t ksp = ks.shape.empty() ? 0 : p.ki_scale.nbytes() / static_cast<size_t>(p.ki_scale.shape[0]);
     for (int64_t b = 0; b < p.B; ++b) {
       for (int64_t j = lo; j < hi; ++j) {
         const int64_t g = p.block_table.data<int32_t>()[b * nb_ + j], l = b * M_ + (j - lo);

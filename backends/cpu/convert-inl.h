@@ -127,11 +127,16 @@ HWY_INLINE void StoreNvfp4Group(D df, V8 vals, float mul, float* HWY_RESTRICT ds
     hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LowerHalf(dh, vals))), m), df, dst);
     hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::UpperHalf(dh, vals))), m), df, dst + 8);
   } else {
+    // Narrow or scalable vectors: the run-time lane count (MaxLanes can exceed it on
+    // SVE / RVV), a scalar tail when it does not divide 16.
     alignas(16) int8_t v8[16];
     hn::Store(vals, hn::Full128<int8_t>(), v8);
     const hn::Rebind<int8_t, D> dq;
-    for (size_t i = 0; i < 16; i += kN)
+    const size_t n = hn::Lanes(df);
+    size_t i = 0;
+    for (; n <= 16 && i + n <= 16; i += n)
       hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(dq, v8 + i))), m), df, dst + i);
+    for (; i < 16; ++i) dst[i] = static_cast<float>(v8[i]) * mul;
   }
 }
 

@@ -289,6 +289,14 @@ void add_full_selection(CaseList& c) {
       p.ki_scale = kv.scale;
       c.push_back(indexer_score_case(p));
     }
+  // NVFP4 keys at widths and block sizes the tensor-core paths do not take (Di 16 and 48:
+  // one and three scale groups; Bs = 40).
+  for (int Di : {16, 48}) {
+    AttnParams p = attn(kMixed, 8, 2, 64, 40, 1, 0, kBF16);
+    p.Di = Di;
+    p.ki_dtype = kFP4;
+    c.push_back(indexer_score_case(p));
+  }
   for (Pool pool : {Pool::max, Pool::lse})
     for (SelectionMode m : {SelectionMode::per_kv_head, SelectionMode::shared})
       for (int Qb : {1, 64}) {
@@ -494,6 +502,12 @@ void add_full_other(CaseList& c) {
   }
   for (const Lens& l : {kEmpty, kDecodeVarlen, kEmptySeq})
     c.push_back(kv_append_case(attn(l, 4, 2, 80, 128, 1, 0, kBF16), true));
+  {
+    AttnParams p = attn(kMixed, 4, 2, 64, 40, 1, 0, kF32);  // NVFP4, three scale groups, Bs = 40
+    p.Di = 48;
+    p.ki_dtype = kFP4;
+    c.push_back(kv_append_case(p, true));
+  }
   // Supporting ops over the three activation dtypes, odd sizes included.
   for (DType t : kActs) {
     for (bool bias : {false, true}) {

@@ -202,8 +202,11 @@ TEST(OpsValidation, Nvfp4IndexerKeys) {
   i.ki_cache = wide.tensor;
   i.ki_scale = scales.tensor;
   expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "ki_cache");
-  // An fp8 key cache does not take e4m3 group scales; NVFP4 needs Di % 16 == 0.
+  // An fp8 key cache does not take e4m3 group scales (its scale is [P][Bs] f32); NVFP4
+  // needs Di % 16 == 0.
+  auto fp8_keys = p.dev->alloc_tensor(DType::fp8_e4m3, {6, 8, 16});
   i = p.indexer();
+  i.ki_cache = fp8_keys.tensor;
   i.ki_scale = scales.tensor;
   expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "ki_scale");
   auto qi8 = p.dev->alloc_tensor(DType::f32, {2, 2, 8});
@@ -211,6 +214,29 @@ TEST(OpsValidation, Nvfp4IndexerKeys) {
   i = p.indexer();
   i.qi = qi8.tensor, i.ki_cache = codes8.tensor, i.ki_scale = scales.tensor;
   expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "ki_cache");
+}
+
+// kv_append into an NVFP4 cache: the same key and scale shapes as indexer_score.
+TEST(OpsValidation, Nvfp4KvAppend) {
+  Problem p;
+  auto ki = p.dev->alloc_tensor(DType::f32, {2, 16});
+  auto codes = p.dev->alloc_tensor(DType::fp4_e2m1x2, {6, 8, 8});
+  auto scales = p.dev->alloc_tensor(DType::fp8_e4m3, {6, 8, 1});
+  auto k = p.dev->alloc_tensor(DType::f32, {2, 2, 16});
+  msa::ops::KvAppendArgs a;
+  a.k = k.tensor, a.v = k.tensor, a.ki = ki.tensor;
+  a.block_table = p.block_table, a.kv_len = p.kv_len, a.cu_q = p.cu_q;
+  a.k_cache = p.k_cache, a.v_cache = p.v_cache, a.ki_cache = codes.tensor, a.ki_scale = scales.tensor;
+  EXPECT_NO_THROW(msa::ops::kv_append(*p.dev, a));
+  a.ki_scale = {};
+  expect_arg_error([&] { msa::ops::kv_append(*p.dev, a); }, "ki_scale");  // required
+  auto wide = p.dev->alloc_tensor(DType::fp4_e2m1x2, {6, 8, 16});
+  a.ki_cache = wide.tensor, a.ki_scale = scales.tensor;
+  expect_arg_error([&] { msa::ops::kv_append(*p.dev, a); }, "ki_cache");  // Di codes instead of Di/2
+  auto ki8 = p.dev->alloc_tensor(DType::f32, {2, 8});
+  auto codes4 = p.dev->alloc_tensor(DType::fp4_e2m1x2, {6, 8, 4});
+  a.ki = ki8.tensor, a.ki_cache = codes4.tensor;
+  expect_arg_error([&] { msa::ops::kv_append(*p.dev, a); }, "ki_cache");  // Di = 8: not a multiple of 16
 }
 
 TEST(OpsValidation, KSmallerThanForcedBlocks) {

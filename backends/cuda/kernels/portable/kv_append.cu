@@ -69,7 +69,12 @@ __global__ void kv_append_kernel(AppendParams p) {
 #pragma unroll
         for (int i = 0; i < 16; ++i) w[i / 8] |= e2m1_code(x[i], sc) << (4 * (i % 8));
       }
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.ki_cache) + row * (p.Di / 2) + g * 8) = make_uint2(w[0], w[1]);
+      uint8_t* dst = static_cast<uint8_t*>(p.ki_cache) + row * (p.Di / 2) + g * 8;
+      if (reinterpret_cast<uintptr_t>(dst) % 8 == 0) {
+        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+      } else {  // a view at any byte offset: byte stores
+        for (int i = 0; i < 8; ++i) dst[i] = static_cast<uint8_t>(w[i / 4] >> (8 * (i % 4)));
+      }
       p.ki_scale8[row * G + g] = sb;
     }
     return;
