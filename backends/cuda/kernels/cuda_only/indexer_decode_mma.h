@@ -2,8 +2,9 @@
 // products on tensor cores (indexer_decode_mma.cu). The default on the native tier (it
 // passes `msa check --backend cuda --cases full` on the H200); MSA_CUDA_MMA_INDEXER=0
 // turns it off. Returns false, launching nothing, when turned off, on the portable tier,
-// before sm_80, and for shapes or dtypes it does not cover (keys bf16 with bf16 qi, or fp8
-// with bf16/f16 qi; Hi <= 8; Di 64 or 128; Bs a multiple of 16).
+// before sm_80, and for shapes or dtypes it does not cover (keys bf16 with bf16 qi, fp8
+// with bf16/f16 qi, or NVFP4 with bf16/f16 qi at Di = 128 and 2-byte aligned scales;
+// Hi <= 8; Di 64 or 128; Bs a multiple of 16).
 #pragma once
 #include "backends/cuda/stream.h"
 #include "ops/args.h"
