@@ -77,9 +77,7 @@ Slot ki_scale_input(const Batch& batch, const Pages& pages, Rng& rng, bool perf)
   for (int64_t i = 0; i < t.numel(); ++i) s[i] = static_cast<float>(rng.uniform(0.5, 2.0));
   if (!perf) {
     for (int64_t p = 0; p < pages.P; ++p) {
-      const int b = pages.seq_of_page[static_cast<size_t>(p)];
-      const int64_t first = b < 0 ? 0 : std::clamp<int64_t>(batch.kv_len[static_cast<size_t>(b)] - pages.block_of_page[static_cast<size_t>(p)] * pages.Bs, 0, pages.Bs);
-      for (int64_t j = first; j < pages.Bs; ++j) s[p * pages.Bs + j] = std::nanf("");
+      for (int64_t j = pages.first_slack(batch, p); j < pages.Bs; ++j) s[p * pages.Bs + j] = std::nanf("");
     }
   }
   return Slot::input("ki_scale", std::move(t));
@@ -105,11 +103,8 @@ Slot nvfp4_scale_input(const Batch& batch, const Pages& pages, int Di, Rng& rng,
   auto* s = t.data<uint8_t>();
   for (int64_t i = 0; i < t.numel(); ++i) s[i] = hal::f32_to_fp8_e4m3(static_cast<float>(std::exp2(rng.uniform(-4.0, 2.0))));
   if (!perf) {
-    for (int64_t pg = 0; pg < pages.P; ++pg) {
-      const int b = pages.seq_of_page[static_cast<size_t>(pg)];
-      const int64_t first = b < 0 ? 0 : std::clamp<int64_t>(batch.kv_len[static_cast<size_t>(b)] - pages.block_of_page[static_cast<size_t>(pg)] * pages.Bs, 0, pages.Bs);
-      for (int64_t j = first * G; j < pages.Bs * G; ++j) s[pg * pages.Bs * G + j] = 0x7f;  // e4m3 NaN
-    }
+    for (int64_t pg = 0; pg < pages.P; ++pg)
+      for (int64_t j = pages.first_slack(batch, pg) * G; j < pages.Bs * G; ++j) s[pg * pages.Bs * G + j] = 0x7f;  // e4m3 NaN
   }
   return Slot::input("ki_scale", std::move(t));
 }

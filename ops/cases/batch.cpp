@@ -94,6 +94,12 @@ Pages make_pages(const Batch& batch, int Bs, Rng& rng, bool shuffle, int spare, 
   return p;
 }
 
+int64_t Pages::first_slack(const Batch& batch, int64_t p) const {
+  const int b = seq_of_page[static_cast<size_t>(p)];
+  if (b < 0) return 0;
+  return std::clamp<int64_t>(batch.kv_len[static_cast<size_t>(b)] - block_of_page[static_cast<size_t>(p)] * Bs, 0, Bs);
+}
+
 hal::HostTensor random_tensor(hal::DType dtype, std::vector<int64_t> shape, Rng& rng, double sigma) {
   hal::HostTensor t(dtype, std::move(shape));
   const int64_t n = t.numel();
@@ -131,9 +137,7 @@ hal::HostTensor make_cache(const Batch& batch, const Pages& pages, int heads, in
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const int64_t H = std::max(heads, 1);
   for (int64_t p = 0; p < pages.P; ++p) {
-    const int b = pages.seq_of_page[static_cast<size_t>(p)];
-    const int64_t first_slack =
-        b < 0 ? 0 : std::clamp<int64_t>(batch.kv_len[static_cast<size_t>(b)] - pages.block_of_page[static_cast<size_t>(p)] * Bs, 0, Bs);
+    const int64_t first_slack = pages.first_slack(batch, p);
     for (int64_t h = 0; h < H; ++h)
       for (int64_t s = first_slack; s < Bs; ++s)
         for (int64_t d = 0; d < D; ++d) t.set(static_cast<size_t>(((p * H + h) * Bs + s) * D + d), nan);

@@ -45,6 +45,9 @@ struct Pages {
   std::vector<int32_t> seq_of_page;  // -1 for spare pages
   std::vector<int64_t> block_of_page;
   hal::HostTensor table_tensor(int B) const;
+  // The first slot of page p at or past its sequence's kv_len (0 for a spare page, Bs
+  // for a full one): the slots from here on are slack, which no output may see.
+  int64_t first_slack(const Batch& batch, int64_t p) const;
 };
 
 // Pages for every block of every sequence in shuffled order (or in order), plus
