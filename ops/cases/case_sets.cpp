@@ -199,6 +199,8 @@ void add_full_attention(CaseList& c) {
     c.push_back(indexer_score_case(m8));
     m8.ki_dtype = kFP4;
     c.push_back(indexer_score_case(m8));
+    m8.scale = -0.05f;  // max pooling with a negative scale (the CUDA decode kernel's scaled path)
+    c.push_back(indexer_score_case(m8));
     AttnParams mx = attn({{1, 2, 0, 1, 1, 1, 1, 1}, {900, 260, 64, 1, 700, 128, 1000, 333}}, 64, 4, 128, 128, 1, 13,
                          kBF16);
     mx.Di = 128;

@@ -16,14 +16,16 @@
 // scale); the softmax scale and the per-token ki_scale multiply the f32 result. A NaN in a
 // key slot past kv_len only reaches its own row of the product, which is masked.
 // NVFP4 keys (Di = 128): a lane's 16 bytes of a row are 32 dims in two scale groups. Each
-// 32-bit word (8 dims, one group) gives four f16x2 operands by shifts and masks: dims
-// {i, i+4} of the word as e2m1 * 2^-14 (e2m1x2 bit placement, see P_pair), times the
-// group's e4m3 scale * 2^7 in one HMUL2: exactly e2m1 * scale * 2^-7 (>= 2^-17, at most
-// 21; f16 holds it exactly, subnormal at the low end); the 2^7 goes into the logit scale.
-// The B fragments hold qi at the same dims. A step loads four tiles (4 KiB per warp in
-// flight, as fp8's two), then computes them. The kernel is bound by instruction issue,
-// not by the loads: ~5 instructions per two keys' dims (bench/NOTES.md, session 8, where
-// three other schedules are measured).
+// 32-bit word (8 dims, one group) gives four f16x2 operands, dims {i, i+4} of the word as
+// e2m1 * 2^-14: the codes are placed as f16 high bytes s000eem0 (fp4_word: 8 integer-pipe
+// instructions and 3 shifts on the FMA pipe for 8 codes), then multiplied by the group's
+// e4m3 scale * 2^7 in one HMUL2 (the scale broadcast as an operand swizzle): exactly
+// e2m1 * scale * 2^-7 (>= 2^-17, at most 21; f16 holds it exactly, subnormal at the low
+// end); the 2^7 goes into the logit scale. The B fragments hold qi at the same dims. A
+// step loads four tiles (4 KiB per warp in flight, as fp8's two), then computes them; max
+// pooling with a positive scale pools the raw products and scales once per block. The
+// kernel is bound by instruction issue and latency, not by the loads: ~185 instructions
+// per 16-key tile, 120 of them decoding and scaling (bench/NOTES.md, sessions 8 and 9).
 // fp8 steps take two 16-key tiles, their keys and scales loaded before any is used: with
 // one tile (2 KiB per warp in flight, then a dependent ki_scale load) the fp8 path was
 // latency-bound at ~40% of bandwidth while bf16 (4 KiB per tile) ran at ~98%.
@@ -90,6 +92,7 @@ struct Params {
   int Hi = 1, Di = 0;
   float scale = 1.0f;
   bool pool_lse = false;
+  bool raw_max = false;  // NVFP4: max pooling of the raw products, times the scale at the block's end
   int splits = 1;
   FusedTopk topk;
 };
@@ -132,15 +135,6 @@ __device__ __forceinline__ void fp8x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_
   hi = fp8x2_to_f16x2_div256(__byte_perm(w, 0u, 0x3424));  // bytes 2, 3
 }
 #endif
-
-// NVFP4: dims {k, k+4} of a word of 8 E2M1 codes (K = 3 - k: the word shifted so that
-// code k sits at bits 12..15 and code k+4 at 28..31) as f16x2 of e2m1 * 2^-14: magnitude
-// bits to 9..11 (>> 3), sign kept at 15 (e2m1x2_to_f16x2_tiny's placement).
-template <int K>
-__device__ __forceinline__ uint32_t fp4_pair(uint32_t w) {
-  const uint32_t x = (w << (4 * K)) & 0xf000f000u;
-  return ((x >> 3) | x) & 0x8e008e00u;
-}
 
 __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
   uint32_t r;
@@ -253,13 +247,14 @@ __device__ __forceinline__ void fused_select_block(const Params& p, const Batch&
 }
 
 // NVFP4 (Di = 128): one step is NT tiles of 16 keys: this lane's 16 code bytes of rows g
-// and g + 8 of each tile and their two group scales (zeros past `lim`).
+// and g + 8 of each tile and their two group scales.
 template <int NT>
 struct Fp4Step {
   uint4 raw[NT][2];
   uint32_t gs[NT][2];
 };
 
+// Tiles past `lim` are neither loaded nor computed.
 template <int NT>
 __device__ __forceinline__ void fp4_load(const Params& p, int64_t page, int r0, int lim, int Bs, int g, int t,
                                          Fp4Step<NT>& st) {
@@ -267,39 +262,73 @@ __device__ __forceinline__ void fp4_load(const Params& p, int64_t page, int r0, 
   const uint16_t* gsc = p.ki_scale8 + page * Bs * int64_t{4} + t;
 #pragma unroll
   for (int u = 0; u < NT; ++u) {
-    const bool tile = r0 + 16 * u <= lim;  // warp-uniform; rows stay inside the block
+    if (r0 + 16 * u > lim) break;  // warp-uniform; rows stay inside the block
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = r0 + 16 * u + g + 8 * half;
-      st.raw[u][half] = tile ? __ldg(reinterpret_cast<const uint4*>(kb + int64_t{row} * 64)) : make_uint4(0u, 0u, 0u, 0u);
-      st.gs[u][half] = tile ? __ldg(gsc + row * 4) : 0u;
+      st.raw[u][half] = __ldg(reinterpret_cast<const uint4*>(kb + int64_t{row} * 64));
+      st.gs[u][half] = __ldg(gsc + row * 4);
     }
   }
 }
 
+// d = (a | b) & c in one instruction (ptxas splits the or and the ands when the or is shared).
+__device__ __forceinline__ uint32_t or_and(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xA8;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// The four f16x2 operands of a word of eight E2M1 codes (one scale group), e2m1 * 2^-14 each:
+// op[i] = dims {i, i+4}. The codes of dims 2k+1 (high nibbles) and, after a shift by 4, of
+// dims 2k (low nibbles) sit at bits 4..7 of byte k; (x >> 3 | x) puts sign at bit 7 and
+// e, e, m at bits 3..1 (the f16 high byte s000eem0); bytes 1 and 3 are then masked in
+// place, bytes 0 and 2 masked and moved up by 8. Eight integer-pipe instructions and three
+// shifts (IMAD, on the FMA pipe) for eight codes.
+__device__ __forceinline__ void fp4_word(uint32_t w, uint32_t (&op)[4]) {
+  const uint32_t x = w & 0xf0f0f0f0u, xr = x >> 3;
+  const uint32_t y = (w << 4) & 0xf0f0f0f0u, yr = y >> 3;
+  op[3] = or_and(xr, x, 0x8e008e00u);
+  op[1] = or_and(xr, x, 0x008e008eu) << 8;
+  op[2] = or_and(yr, y, 0x8e008e00u);
+  op[0] = or_and(yr, y, 0x008e008eu) << 8;
+}
+
+// a * {s.lo, s.lo} and a * {s.hi, s.hi}: the broadcast as an operand swizzle of the HMUL2.
+__device__ __forceinline__ uint32_t hmul2_by_lo(uint32_t a, uint32_t s) {
+  uint32_t r;
+  asm("{\n.reg .b16 l, h;\n.reg .b32 ll;\nmov.b32 {l, h}, %2;\nmov.b32 ll, {l, l};\nmul.rn.f16x2 %0, %1, ll;\n}\n"
+      : "=r"(r) : "r"(a), "r"(s));
+  return r;
+}
+__device__ __forceinline__ uint32_t hmul2_by_hi(uint32_t a, uint32_t s) {
+  uint32_t r;
+  asm("{\n.reg .b16 l, h;\n.reg .b32 hh;\nmov.b32 {l, h}, %2;\nmov.b32 hh, {h, h};\nmul.rn.f16x2 %0, %1, hh;\n}\n"
+      : "=r"(r) : "r"(a), "r"(s));
+  return r;
+}
+
 // acc += one NVFP4 tile (rows g, g + 8) times qi (b: k-step s = dims {k, k+4} of word s / 2).
+// Words 0, 1 of a row are group 2t (the low scale), words 2, 3 group 2t + 1.
 __device__ __forceinline__ void fp4_tile(const uint4 (&raw)[2], const uint32_t (&gs)[2], const uint32_t (&b)[8][2],
                                          float (&acc)[4]) {
-  // Words 0, 1 of a row: group 2t (low scale), words 2, 3: group 2t + 1.
-  const uint32_t sc0 = fp4_scales(gs[0]), sc1 = fp4_scales(gs[1]);
-  const uint32_t sr0[2] = {__byte_perm(sc0, 0u, 0x1010), __byte_perm(sc0, 0u, 0x3232)};
-  const uint32_t sr1[2] = {__byte_perm(sc1, 0u, 0x1010), __byte_perm(sc1, 0u, 0x3232)};
+  const uint32_t sc0 = fp4_scales(gs[0]), sc1 = fp4_scales(gs[1]);  // {group 2t, group 2t + 1} * 2^7
   const uint32_t w0[4] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w};
   const uint32_t w1[4] = {raw[1].x, raw[1].y, raw[1].z, raw[1].w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const uint32_t s0 = sr0[j / 2], s1 = sr1[j / 2];
+    uint32_t o0[4], o1[4];
+    fp4_word(w0[j], o0);
+    fp4_word(w1[j], o1);
     uint32_t a[4];
-    a[0] = hmul2_bits(fp4_pair<3>(w0[j]), s0);  // dims {0, 4}
-    a[2] = hmul2_bits(fp4_pair<2>(w0[j]), s0);  // dims {1, 5}
-    a[1] = hmul2_bits(fp4_pair<3>(w1[j]), s1);
-    a[3] = hmul2_bits(fp4_pair<2>(w1[j]), s1);
-    mma_f16(acc, a, b[2 * j][0], b[2 * j][1]);
-    a[0] = hmul2_bits(fp4_pair<1>(w0[j]), s0);  // dims {2, 6}
-    a[2] = hmul2_bits(fp4_pair<0>(w0[j]), s0);  // dims {3, 7}
-    a[1] = hmul2_bits(fp4_pair<1>(w1[j]), s1);
-    a[3] = hmul2_bits(fp4_pair<0>(w1[j]), s1);
-    mma_f16(acc, a, b[2 * j + 1][0], b[2 * j + 1][1]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // dims {2h, 2h+4} and {2h+1, 2h+5}
+      a[0] = j < 2 ? hmul2_by_lo(o0[2 * h], sc0) : hmul2_by_hi(o0[2 * h], sc0);
+      a[2] = j < 2 ? hmul2_by_lo(o0[2 * h + 1], sc0) : hmul2_by_hi(o0[2 * h + 1], sc0);
+      a[1] = j < 2 ? hmul2_by_lo(o1[2 * h], sc1) : hmul2_by_hi(o1[2 * h], sc1);
+      a[3] = j < 2 ? hmul2_by_lo(o1[2 * h + 1], sc1) : hmul2_by_hi(o1[2 * h + 1], sc1);
+      mma_f16(acc, a, b[2 * j + h][0], b[2 * j + h][1]);
+    }
   }
 }
 
@@ -372,13 +401,27 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
           if (r0 + 16 * u > lim) break;
           float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           fp4_tile(st.raw[u], st.gs[u], b[0], acc);
+          if (p.raw_max && r0 + 16 * u + 15 <= lim) {  // a whole tile: no row checks, no scaling
+            pool[0].m = fmaxf(pool[0].m, fmaxf(acc[0], acc[2]));
+            pool[1].m = fmaxf(pool[1].m, fmaxf(acc[1], acc[3]));
+            continue;
+          }
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             if (r0 + 16 * u + g + 8 * half > lim) continue;
-            pool[0].add(acc[2 * half] * lscale, p.pool_lse);
-            pool[1].add(acc[2 * half + 1] * lscale, p.pool_lse);
+            if (p.raw_max) {
+              pool[0].m = fmaxf(pool[0].m, acc[2 * half]);
+              pool[1].m = fmaxf(pool[1].m, acc[2 * half + 1]);
+            } else {
+              pool[0].add(acc[2 * half] * lscale, p.pool_lse);
+              pool[1].add(acc[2 * half + 1] * lscale, p.pool_lse);
+            }
           }
         }
+      }
+      if (p.raw_max) {  // max(x) * s == max(x * s) for s > 0 (rounding is monotone); -inf stays
+        pool[0].m *= lscale;
+        pool[1].m *= lscale;
       }
     } else if (page >= 0) {
       const uint8_t* kb = p.ki + page * Bs * int64_t{RB};
@@ -491,6 +534,9 @@ bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
   p.Di = Di;
   p.scale = a.scale;
   p.pool_lse = a.pool == ops::Pool::lse;
+  // Max pooling with a positive scale (NVFP4's logit scale scale * 2^7 finite) pools the
+  // raw products and scales once.
+  p.raw_max = !p.pool_lse && a.scale > 0.0f && a.scale * 128.0f <= FLT_MAX;
   // About 32 warps per SM, each owning a strided set of KV blocks of its query.
   const int64_t want_warps = int64_t{st.props().sm_count} * 32;
   const int64_t warps_per_qb = std::clamp<int64_t>((want_warps + std::max<int64_t>(a.NQ, 1) - 1) / std::max<int64_t>(a.NQ, 1), 1,

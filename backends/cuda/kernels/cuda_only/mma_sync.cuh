@@ -32,14 +32,6 @@ template <int DT>
 __device__ __forceinline__ void store4(typename Elem<DT>::T* p, float4 v) {
   *reinterpret_cast<uint2*>(p) = make_uint2(pack2<DT>(v.x, v.y), pack2<DT>(v.z, v.w));
 }
-// Validated page id (or -1, flag raised) from a raw block_table value.
-__device__ __forceinline__ int checked_page(const Batch& bt, int raw) {
-  if (raw < 0 || raw >= bt.P) {
-    raise_flag(bt.flag, kErrPageId, bt.op);
-    return -1;
-  }
-  return raw;
-}
 
 // ---- one warp's share of a decode attention tile -------------------------------------------
 // Rows: the 16 query rows of the mma M dimension (row gq = lane / 4 and gq + 8). Keys: the

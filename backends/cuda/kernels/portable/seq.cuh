@@ -126,14 +126,19 @@ __device__ __forceinline__ int seq_of_token(const Batch& bt, int t) {
   return (found >= 0 && found < bt.B) ? found : -1;
 }
 
-// Page of logical block c of sequence b, or -1 (flag raised) when out of range.
-__device__ __forceinline__ int64_t page_of(const Batch& bt, int b, int c) {
-  const int p = bt.block_table[static_cast<int64_t>(b) * bt.max_blocks + c];
+// A page id read from the block table, checked against the cache (-1 and the error flag
+// when out of range).
+__device__ __forceinline__ int checked_page(const Batch& bt, int p) {
   if (p < 0 || p >= bt.P) {
     raise_flag(bt.flag, kErrPageId, bt.op);
     return -1;
   }
   return p;
+}
+
+// Page of logical block c of sequence b, or -1 (flag raised) when out of range.
+__device__ __forceinline__ int64_t page_of(const Batch& bt, int b, int c) {
+  return checked_page(bt, bt.block_table[static_cast<int64_t>(b) * bt.max_blocks + c]);
 }
 
 }  // namespace msa::MSA_GPU_NS

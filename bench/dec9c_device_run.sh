@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Session 9, third call: the block table read one block ahead in the decode indexer
+# (MSA_CUDA_PAGE_PREFETCH, every key format) and the NVFP4 scale broadcast as an HMUL2
+# operand swizzle (MSA_CUDA_FP4_DECODE=4) against decoder 2: checks of every indexer case
+# per variant, the CUDA tests, the queued layer (NVFP4 and fp8 keys, B = 8, 1M), ncu time
+# and instructions, and the SASS of the swizzle kernel. From the repo root there, after
+# source .device-deps/unpack.sh:  S=<tree> bash <S>/bench/dec9c_device_run.sh
+# After the call: the swizzle was kept as the only NVFP4 decoder; the page prefetch (no
+# gain) was removed with MSA_CUDA_PAGE_PREFETCH and MSA_CUDA_FP4_DECODE; bench/NOTES.md.
+set -u
+source "${S:-.}/bench/device_variants.sh"
+device_setup dec9c msa_cli msa_tests_cuda
+check_variants "lop: nopf:MSA_CUDA_PAGE_PREFETCH=0 swz:MSA_CUDA_FP4_DECODE=4 swz-unfused:MSA_CUDA_FP4_DECODE=4,MSA_CUDA_FUSED_TOPK=0" \
+  --cases full --op indexer_topk,indexer_score
+for v in lop nopf swz swz-unfused; do grep -E "FAIL" "$LOG/check_$v.log" | head -3; done
+timeout 60 $B/tests/cuda/msa_tests_cuda > "$LOG/tests_cuda.log" 2>&1; echo "msa_tests_cuda rc $?: $(grep -E 'PASSED|FAILED' "$LOG/tests_cuda.log" | tr '\n' ' ')"
+for v in "nopf:MSA_CUDA_PAGE_PREFETCH=0" "lop:" "swz:MSA_CUDA_FP4_DECODE=4"; do
+  name=$(variant_name "$v") envv=$(variant_env "$v")
+  for kd in nvfp4 fp8_e4m3; do
+    [ "$name" = swz ] && [ "$kd" = fp8_e4m3 ] && continue
+    env $envv timeout 40 $M layer --backend cuda --batch 8 --context 1048576 --iters 30 --queued \
+      --config ki_dtype=$kd > "$LOG/layer_${name}_$kd.log" 2>&1
+    echo "$name $kd B=8 1M: $(grep -E '^(indexer_score|block_topk|indexer_topk|sparse_block_attention|msa layer|dense_attention) ' "$LOG/layer_${name}_$kd.log" | awk '{printf "%s %s | ", $1, $2}') $(grep -o 'speed-up [0-9.]*x' "$LOG/layer_${name}_$kd.log")"
+    env $envv timeout 60 "$NCU" --clock-control none -k "regex:indexer_mma_kernel" --launch-skip 3 --launch-count 1 \
+      --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,launch__registers_per_thread \
+      $M layer --backend cuda --batch 8 --context 1048576 --iters 5 --config ki_dtype=$kd > "$LOG/ncu_${name}_$kd.log" 2>&1
+    echo "ncu $name $kd: $(grep -E 'gpu__time|dram__|smsp__|sm__|launch__' "$LOG/ncu_${name}_$kd.log" | awk '{printf "%s %s | ", $1, $3}')"
+  done
+done
+CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)
+LIB=$(find "$B" -name 'libmsa*.so*' -type f | head -1)
+"$CUOBJDUMP" -sass "$LIB" > "$LOG/sass_all.txt" 2>&1
+awk '/Function :/ {keep = ($3 ~ /indexer_mma_kernelILi6ELi128/)} keep' "$LOG/sass_all.txt" > "$LOG/sass_swz.txt"
+rm -f "$LOG/sass_all.txt"
+echo "sass lines $(wc -l < "$LOG/sass_swz.txt"), swz HMUL2 $(grep -c 'HMUL2' "$LOG/sass_swz.txt"), PRMT $(grep -c 'PRMT' "$LOG/sass_swz.txt")"
