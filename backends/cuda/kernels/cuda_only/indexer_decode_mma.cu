@@ -154,6 +154,10 @@ __device__ __forceinline__ uint32_t fp4_scales(uint32_t two) {
 // Running pool of one head's logits: max, or (max, sum of exp) for log-sum-exp.
 struct Pool {
   float m = -FLT_MAX * 2.0f, s = 0.0f;
+  // Max pooling of unscaled logits, then scale() once: max(x) * s == max(x * s) for s > 0
+  // (rounding is monotone; -inf stays -inf, NaN is dropped by fmaxf either way).
+  __device__ __forceinline__ void max_raw(float x) { m = fmaxf(m, x); }
+  __device__ __forceinline__ void scale(float sc) { m *= sc; }
   __device__ __forceinline__ void add(float l, bool lse) {
     if (lse) {
       const float nm = fmaxf(m, l);
@@ -402,16 +406,16 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
           float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           fp4_tile(st.raw[u], st.gs[u], b[0], acc);
           if (p.raw_max && r0 + 16 * u + 15 <= lim) {  // a whole tile: no row checks, no scaling
-            pool[0].m = fmaxf(pool[0].m, fmaxf(acc[0], acc[2]));
-            pool[1].m = fmaxf(pool[1].m, fmaxf(acc[1], acc[3]));
+            pool[0].max_raw(fmaxf(acc[0], acc[2]));
+            pool[1].max_raw(fmaxf(acc[1], acc[3]));
             continue;
           }
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             if (r0 + 16 * u + g + 8 * half > lim) continue;
             if (p.raw_max) {
-              pool[0].m = fmaxf(pool[0].m, acc[2 * half]);
-              pool[1].m = fmaxf(pool[1].m, acc[2 * half + 1]);
+              pool[0].max_raw(acc[2 * half]);
+              pool[1].max_raw(acc[2 * half + 1]);
             } else {
               pool[0].add(acc[2 * half] * lscale, p.pool_lse);
               pool[1].add(acc[2 * half + 1] * lscale, p.pool_lse);
@@ -419,9 +423,9 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
           }
         }
       }
-      if (p.raw_max) {  // max(x) * s == max(x * s) for s > 0 (rounding is monotone); -inf stays
-        pool[0].m *= lscale;
-        pool[1].m *= lscale;
+      if (p.raw_max) {
+        pool[0].scale(lscale);
+        pool[1].scale(lscale);
       }
     } else if (page >= 0) {
       const uint8_t* kb = p.ki + page * Bs * int64_t{RB};
@@ -536,7 +540,7 @@ bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
   p.pool_lse = a.pool == ops::Pool::lse;
   // Max pooling with a positive scale (NVFP4's logit scale scale * 2^7 finite) pools the
   // raw products and scales once.
-  p.raw_max = !p.pool_lse && a.scale > 0.0f && a.scale * 128.0f <= FLT_MAX;
+  p.raw_max = nvfp4 && !p.pool_lse && a.scale > 0.0f && a.scale * 128.0f <= FLT_MAX;
   // About 32 warps per SM, each owning a strided set of KV blocks of its query.
   const int64_t want_warps = int64_t{st.props().sm_count} * 32;
   const int64_t warps_per_qb = std::clamp<int64_t>((want_warps + std::max<int64_t>(a.NQ, 1) - 1) / std::max<int64_t>(a.NQ, 1), 1,

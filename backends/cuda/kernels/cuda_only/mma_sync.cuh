@@ -1,6 +1,7 @@
 // Device helpers of the CUDA-only decode attention kernels (decode_attention.cu,
-// decode_cluster.cu): validated page ids and one warp's share of a tile (Q K^T, online
-// softmax, P V), over the inline-PTX wrappers of mma_ptx.cuh. sm_80+.
+// decode_cluster.cu): one warp's share of a tile (Q K^T, online softmax, P V), over the
+// inline-PTX wrappers of mma_ptx.cuh (validated page ids: checked_page, portable/seq.cuh).
+// sm_80+.
 #pragma once
 #include <cstdint>
 #include <cstdlib>
