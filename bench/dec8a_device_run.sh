@@ -14,23 +14,9 @@ check_variants "default: portable:MSA_CUDA_TIER=portable mma-off:MSA_CUDA_MMA_IN
   --cases full --op indexer_topk,indexer_score,kv_append
 for v in default portable mma-off unfused; do grep -E "FAIL" "$LOG/check_$v.log" | head -5; done
 timeout 120 $B/tests/cuda/msa_tests_cuda > "$LOG/tests_cuda.log" 2>&1; echo "msa_tests_cuda rc $?: $(grep -E 'PASSED|FAILED|SKIPPED' "$LOG/tests_cuda.log" | tr '\n' ' ')"
-for tool in memcheck racecheck; do
-  timeout 90 "$SAN" --tool $tool --error-exitcode 3 $M check --backend cuda --cases full --op indexer_topk,indexer_score,kv_append \
-    --match fp4 > "$LOG/$tool.log" 2>&1
-  echo "$tool rc $?: $(grep -E 'SUMMARY|^total' "$LOG/$tool.log" | tr -s ' ' | tr '\n' ' ')"
-done
-F='(indexer_score|indexer_topk|msa_layer)/.*T=(1|8) q=.*kv=\[(8 x )?(131072|1048576)'
-timeout 150 $B/bench/msa-bench --backend=cuda --benchmark_filter="$F" --benchmark_min_time=0.05s --sustain=0.5 \
-  --benchmark_out="$LOG/bench_idx.json" --benchmark_out_format=json > "$LOG/bench_idx.log" 2>&1
-echo "msa-bench rc $?"; grep -E "ceiling|fp4|fp8" "$LOG/bench_idx.log" | cut -c1-220 | head -40
-for kd in nvfp4 fp8_e4m3 bf16; do
-  for shape in "8 1048576" "1 1048576" "1 131072"; do
-    set -- $shape
-    timeout 60 $M layer --backend cuda --batch $1 --context $2 --iters 30 --queued --config ki_dtype=$kd \
-      --json "$LOG/layer_${kd}_$1_$2.json" > "$LOG/layer_${kd}_$1_$2.log" 2>&1
-    echo "== $kd B=$1 ctx=$2 (queued) rc $?"; grep -E '^(indexer_score|indexer_topk|sparse_block_attention|msa layer|dense_attention) |select inside|ratio' "$LOG/layer_${kd}_$1_$2.log"
-  done
-done
+sanitize_checks "memcheck racecheck" --cases full --op indexer_topk,indexer_score,kv_append --match fp4
+bench_cuda idx '(indexer_score|indexer_topk|msa_layer)/.*T=(1|8) q=.*kv=\[(8 x )?(131072|1048576)' 'ceiling|fp4|fp8'
+layer_keys "nvfp4 fp8_e4m3 bf16" "8 1048576" "1 1048576" "1 131072"
 timeout 90 "$NCU" --clock-control none -k "regex:indexer_mma_kernel" --launch-skip 3 --launch-count 3 \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum $M layer --backend cuda --batch 8 --context 1048576 --iters 5 \
   --config ki_dtype=nvfp4 > "$LOG/ncu_fp4.log" 2>&1

@@ -22,18 +22,10 @@ for v in "shift:MSA_CUDA_FP4_DECODE=0,MSA_CUDA_RAW_MAX=0" "bytes:MSA_CUDA_RAW_MA
   env $envv timeout 40 $M layer --backend cuda --batch 8 --context 1048576 --iters 30 --queued \
     --config ki_dtype=nvfp4 > "$LOG/layer_$name.log" 2>&1
   echo "$name B=8 1M: $(grep -E '^(indexer_score|indexer_topk|msa layer|dense_attention) ' "$LOG/layer_$name.log" | awk '{printf "%s %s | ", $1, $NF}') $(grep -o 'speed-up [0-9.]*x' "$LOG/layer_$name.log")"
-  env $envv timeout 60 "$NCU" --clock-control none -k "regex:indexer_mma_kernel" --launch-skip 3 --launch-count 1 \
-    --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active \
-    $M layer --backend cuda --batch 8 --context 1048576 --iters 5 --config ki_dtype=nvfp4 > "$LOG/ncu_$name.log" 2>&1
-  echo "ncu $name: $(grep -E 'gpu__time|dram__|smsp__|sm__' "$LOG/ncu_$name.log" | awk '{printf "%s %s | ", $1, $3}')"
+  ncu_indexer "$name" "$envv" nvfp4 gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active
 done
 timeout 120 "$NCU" --clock-control none -k "regex:indexer_mma_kernel" --launch-skip 3 --launch-count 1 \
   --section WarpStateStats --section SchedulerStats --section InstructionStats \
   $M layer --backend cuda --batch 8 --context 1048576 --iters 5 --config ki_dtype=nvfp4 > "$LOG/ncu_stalls.log" 2>&1
 grep -E "Stall|Warp Cycles|Eligible|Issued Warp|Active Warps|No Eligible" "$LOG/ncu_stalls.log" | head -30
-CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)
-LIB=$(find "$B" -name 'libmsa*.so*' -type f | head -1)
-"$CUOBJDUMP" -sass "$LIB" > "$LOG/sass_all.txt" 2>&1
-awk '/Function :/ {keep = ($3 ~ /indexer_mma_kernelILi[23]ELi128/)} keep' "$LOG/sass_all.txt" > "$LOG/sass_fp4.txt"
-rm -f "$LOG/sass_all.txt"
-echo "sass lines $(wc -l < "$LOG/sass_fp4.txt")"
+sass_of "indexer_mma_kernelILi[23]ELi128" fp4

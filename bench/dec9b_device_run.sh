@@ -21,18 +21,10 @@ for v in "bytes:MSA_CUDA_FP4_DECODE=1" "lop:" "lop3:MSA_CUDA_FP4_DECODE=3"; do
       --config ki_dtype=nvfp4 > "$LOG/layer_${name}_$bsz.log" 2>&1
     echo "$name B=$bsz 1M: $(grep -E '^(indexer_score|block_topk|indexer_topk|sparse_block_attention|msa layer|dense_attention) ' "$LOG/layer_${name}_$bsz.log" | awk '{printf "%s %s | ", $1, $2}') $(grep -o 'speed-up [0-9.]*x' "$LOG/layer_${name}_$bsz.log")"
   done
-  env $envv timeout 60 "$NCU" --clock-control none -k "regex:indexer_mma_kernel" --launch-skip 3 --launch-count 1 \
-    --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active,launch__registers_per_thread \
-    $M layer --backend cuda --batch 8 --context 1048576 --iters 5 --config ki_dtype=nvfp4 > "$LOG/ncu_$name.log" 2>&1
-  echo "ncu $name: $(grep -E 'gpu__time|dram__|smsp__|sm__|launch__' "$LOG/ncu_$name.log" | awk '{printf "%s %s | ", $1, $3}')"
+  ncu_indexer "$name" "$envv" nvfp4 gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active,launch__registers_per_thread
   env $envv timeout 60 "$NCU" --clock-control none -k "regex:indexer_mma_kernel" --launch-skip 3 --launch-count 1 \
     --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
     $M layer --backend cuda --batch 8 --context 1048576 --iters 5 --config ki_dtype=nvfp4 > "$LOG/stalls_$name.log" 2>&1
   echo "stalls $name: $(grep -E 'smsp__average' "$LOG/stalls_$name.log" | awk '$3 > 0.05 {sub("smsp__average_warps_issue_stalled_", "", $1); sub("_per_issue_active.ratio", "", $1); printf "%s %s | ", $1, $3}')"
 done
-CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)
-LIB=$(find "$B" -name 'libmsa*.so*' -type f | head -1)
-"$CUOBJDUMP" -sass "$LIB" > "$LOG/sass_all.txt" 2>&1
-awk '/Function :/ {keep = ($3 ~ /indexer_mma_kernelILi4ELi128/)} keep' "$LOG/sass_all.txt" > "$LOG/sass_lop.txt"
-rm -f "$LOG/sass_all.txt"
-echo "sass lines $(wc -l < "$LOG/sass_lop.txt")"
+sass_of "indexer_mma_kernelILi4ELi128" lop

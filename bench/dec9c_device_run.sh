@@ -21,15 +21,8 @@ for v in "nopf:MSA_CUDA_PAGE_PREFETCH=0" "lop:" "swz:MSA_CUDA_FP4_DECODE=4"; do
     env $envv timeout 40 $M layer --backend cuda --batch 8 --context 1048576 --iters 30 --queued \
       --config ki_dtype=$kd > "$LOG/layer_${name}_$kd.log" 2>&1
     echo "$name $kd B=8 1M: $(grep -E '^(indexer_score|block_topk|indexer_topk|sparse_block_attention|msa layer|dense_attention) ' "$LOG/layer_${name}_$kd.log" | awk '{printf "%s %s | ", $1, $2}') $(grep -o 'speed-up [0-9.]*x' "$LOG/layer_${name}_$kd.log")"
-    env $envv timeout 60 "$NCU" --clock-control none -k "regex:indexer_mma_kernel" --launch-skip 3 --launch-count 1 \
-      --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,launch__registers_per_thread \
-      $M layer --backend cuda --batch 8 --context 1048576 --iters 5 --config ki_dtype=$kd > "$LOG/ncu_${name}_$kd.log" 2>&1
-    echo "ncu $name $kd: $(grep -E 'gpu__time|dram__|smsp__|sm__|launch__' "$LOG/ncu_${name}_$kd.log" | awk '{printf "%s %s | ", $1, $3}')"
+    ncu_indexer "${name}_$kd" "$envv" $kd gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,launch__registers_per_thread
   done
 done
-CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)
-LIB=$(find "$B" -name 'libmsa*.so*' -type f | head -1)
-"$CUOBJDUMP" -sass "$LIB" > "$LOG/sass_all.txt" 2>&1
-awk '/Function :/ {keep = ($3 ~ /indexer_mma_kernelILi6ELi128/)} keep' "$LOG/sass_all.txt" > "$LOG/sass_swz.txt"
-rm -f "$LOG/sass_all.txt"
-echo "sass lines $(wc -l < "$LOG/sass_swz.txt"), swz HMUL2 $(grep -c 'HMUL2' "$LOG/sass_swz.txt"), PRMT $(grep -c 'PRMT' "$LOG/sass_swz.txt")"
+sass_of "indexer_mma_kernelILi6ELi128" swz
+echo "swz HMUL2 $(grep -c HMUL2 "$LOG/sass_swz.txt"), PRMT $(grep -c PRMT "$LOG/sass_swz.txt")"

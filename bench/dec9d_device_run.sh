@@ -9,20 +9,6 @@ set -u
 source "${MSA_SRC:-.}/bench/device_variants.sh"
 final_check_setup
 B=$PWD/build-final
-for tool in memcheck racecheck synccheck; do
-  timeout 60 "$SAN" --tool $tool --error-exitcode 3 $M check --backend cuda --cases full \
-    --op indexer_topk,indexer_score --match fp4 > "$LOG/$tool.log" 2>&1
-  echo "$tool rc $?: $(grep -E 'SUMMARY|^total' "$LOG/$tool.log" | tr -s ' ' | tr '\n' ' ')"
-done
-F='indexer_score/.*T=8 q=.*kv=\[8 x 1048576'
-timeout 90 $B/bench/msa-bench --backend=cuda --benchmark_filter="$F" --benchmark_min_time=0.05s --sustain=0.5 \
-  --benchmark_out="$LOG/bench_idx.json" --benchmark_out_format=json > "$LOG/bench_idx.log" 2>&1
-echo "msa-bench rc $?"; grep -E "ceiling|indexer" "$LOG/bench_idx.log" | cut -c1-200 | head -10
-for kd in nvfp4 fp8_e4m3; do
-  for shape in "8 1048576" "1 1048576" "8 131072" "1 131072"; do
-    set -- $shape
-    timeout 60 $M layer --backend cuda --batch $1 --context $2 --iters 30 --queued --config ki_dtype=$kd \
-      --json "$LOG/layer_${kd}_$1_$2.json" > "$LOG/layer_${kd}_$1_$2.log" 2>&1
-    echo "== $kd B=$1 ctx=$2 (queued) rc $?"; grep -E '^(indexer_score|indexer_topk|sparse_block_attention|msa layer|dense_attention) |select inside|ratio' "$LOG/layer_${kd}_$1_$2.log"
-  done
-done
+sanitize_checks "memcheck racecheck synccheck" --cases full --op indexer_topk,indexer_score --match fp4
+bench_cuda idx 'indexer_score/.*T=8 q=.*kv=\[8 x 1048576' 'ceiling|indexer'
+layer_keys "nvfp4 fp8_e4m3" "8 1048576" "1 1048576" "8 131072" "1 131072"
