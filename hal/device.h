@@ -2,6 +2,7 @@
 // "vulkan:1"). Owns its default stream and its kernel table. Not thread-safe.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,25 @@ class Device {
   virtual const KernelTable& kernels() const = 0;
   // True when buffers are plain host memory readable by the CPU (cpu-ref, cpu).
   virtual bool host_accessible() const { return false; }
+
+  // Caller-owned memory as a Buffer of this device, not freed by it: host memory on the
+  // CPU backends, device memory (a pointer the caller allocated on this device) on CUDA.
+  // The caller keeps the memory alive while tensors over the buffer are in use. Throws
+  // msa::Error on backends whose buffers are not addresses (Vulkan).
+  virtual BufferPtr wrap_memory(void* ptr, size_t bytes);
+  // Makes stream() enqueue on the caller's native stream (a cudaStream_t on CUDA) until
+  // the next call; nullptr returns to the device's own stream. The device keeps one
+  // msa stream per native stream it has seen (its error flag and workspace), for the
+  // device's lifetime; the native stream must outlive its use. Throws msa::Error on
+  // backends without native streams (any non-null value).
+  virtual void use_native_stream(void* native);
+  // Where the streams of this device take their scratch memory: `provider(bytes)` returns
+  // device memory of at least `bytes` that stays valid for the work enqueued until the
+  // provider is next called for the same stream (a framework's caching allocator: torch's,
+  // which also serves CUDA-graph captures). Empty: the device's own pool. Ignored by
+  // backends that keep no scratch on the device.
+  using WorkspaceProvider = std::function<void*(size_t bytes)>;
+  virtual void set_workspace_provider(WorkspaceProvider provider) { (void)provider; }
 
   // "" when `op` runs with `args` (the op's Args struct) here, else the reason.
   std::string supports(OpId op, const void* args) const;

@@ -3,7 +3,7 @@
 namespace msa {
 
 void throw_arg_error(const std::string& where, const std::string& arg, const std::string& what) {
-  throw Error(where + ": argument '" + arg + "': " + what);
+  throw ArgError(where + ": argument '" + arg + "': " + what);
 }
 
 }  // namespace msa

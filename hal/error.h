@@ -12,7 +12,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
-// Throws msa::Error("<where>: argument '<arg>': <what>").
+// An Error caused by one argument of a call (a shape, dtype, value or file the caller
+// gave), as opposed to a device or resource failure. Bindings map it to ValueError.
+class ArgError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Throws msa::ArgError("<where>: argument '<arg>': <what>").
 [[noreturn]] void throw_arg_error(const std::string& where, const std::string& arg,
                                   const std::string& what);
 

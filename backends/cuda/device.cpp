@@ -15,11 +15,13 @@ namespace {
 
 std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
+// Buffers are allocated and freed on the device's own stream, whatever stream is active.
 void release_buffer(hal::Device& device, void* handle, size_t) {
   auto& d = static_cast<Device&>(device);
   // Stream-ordered: the block returns to the pool after the work queued before it.
-  cudaSetDevice(d.gpu().props().index);
-  cudaFreeAsync(handle, d.gpu().native());
+  Stream& own = d.own_stream();
+  cudaSetDevice(own.props().index);
+  cudaFreeAsync(handle, own.native());
 }
 
 }  // namespace
@@ -51,11 +53,48 @@ Device::Device(int index) : name_(std::string(MSA_VENDOR_NAME) + ":" + std::to_s
   MSA_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index));
   uint64_t keep = UINT64_MAX;  // cache freed memory instead of returning it to the driver
   MSA_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  stream_ = std::make_unique<Stream>(name_, props_);
+  const size_t flag_bytes = 2 * Stream::kFlagSlots * sizeof(int);
+  MSA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_pool_), flag_bytes));
+  MSA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_flag_pool_), flag_bytes));
+  MSA_CUDA_CHECK(cudaMemset(flag_pool_, 0, flag_bytes));
+  MSA_CUDA_CHECK(cudaDeviceSynchronize());
+  stream_ = std::make_unique<Stream>(name_, props_, nullptr, flag_pool_, host_flag_pool_);
+  active_ = stream_.get();
   table_ = make_kernel_table();
 }
 
-Device::~Device() = default;
+Device::~Device() {
+  wrapped_.clear();
+  stream_.reset();
+  cudaSetDevice(props_.index);
+  if (flag_pool_ != nullptr) cudaFree(flag_pool_);
+  if (host_flag_pool_ != nullptr) cudaFreeHost(host_flag_pool_);
+}
+
+hal::BufferPtr Device::wrap_memory(void* ptr, size_t bytes) {
+  if (ptr == nullptr && bytes != 0) throw ArgError(name_ + ": wrap_memory: argument 'ptr': is null");
+  return std::make_unique<hal::Buffer>(*this, ptr, bytes, nullptr);
+}
+
+void Device::use_native_stream(void* native) {
+  if (native == nullptr) {
+    active_ = stream_.get();
+    return;
+  }
+  auto key = static_cast<cudaStream_t>(native);
+  auto it = wrapped_.find(key);
+  if (it == wrapped_.end()) {
+    auto s = std::make_unique<Stream>(name_, props_, key, flag_pool_, host_flag_pool_);
+    if (provider_) s->set_workspace_provider(provider_);
+    it = wrapped_.emplace(key, std::move(s)).first;
+  }
+  active_ = it->second.get();
+}
+
+void Device::set_workspace_provider(WorkspaceProvider provider) {
+  provider_ = std::move(provider);
+  for (auto& [native, s] : wrapped_) s->set_workspace_provider(provider_);
+}
 
 hal::DeviceInfo Device::info() const {
   hal::DeviceInfo i;

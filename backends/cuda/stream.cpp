@@ -47,25 +47,38 @@ double Event::elapsed_ms(const hal::Event& start) const {
   return ms;
 }
 
-Stream::Stream(std::string device_name, const DeviceProps& props) : name_(std::move(device_name)), props_(props) {
+Stream::Stream(std::string device_name, const DeviceProps& props, cudaStream_t external, int* flag_pool,
+               int* host_flag_pool)
+    : name_(std::move(device_name)), props_(props) {
   MSA_CUDA_CHECK(cudaSetDevice(props_.index));
-  MSA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  if (external != nullptr) {
+    stream_ = external;
+    owns_stream_ = false;
+  } else {
+    MSA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  counter_slot_ = counter_slots().acquire(props_.index);
+  if (flag_pool != nullptr && host_flag_pool != nullptr && counter_slot_ >= 0 && counter_slot_ < kFlagSlots) {
+    flag_ = flag_pool + 2 * counter_slot_;
+    host_flag_ = host_flag_pool + 2 * counter_slot_;
+    owns_flags_ = false;
+    return;
+  }
   MSA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), 2 * sizeof(int)));
   MSA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_flag_), 2 * sizeof(int)));
   MSA_CUDA_CHECK(cudaMemsetAsync(flag_, 0, 2 * sizeof(int), stream_));
   MSA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  counter_slot_ = counter_slots().acquire(props_.index);
 }
 
 Stream::~Stream() {
   // No throwing from here: best effort.
   cudaSetDevice(props_.index);
-  if (ws_ != nullptr) cudaFreeAsync(ws_, stream_);
+  if (ws_ != nullptr && !provider_) cudaFreeAsync(ws_, stream_);
   for (auto& e : ext_) e.reset();
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-  if (flag_ != nullptr) cudaFree(flag_);
-  if (host_flag_ != nullptr) cudaFreeHost(host_flag_);
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (owns_flags_ && flag_ != nullptr) cudaFree(flag_);
+  if (owns_flags_ && host_flag_ != nullptr) cudaFreeHost(host_flag_);
+  if (owns_stream_ && stream_ != nullptr) cudaStreamDestroy(stream_);
   // The stream is idle (synchronized above) and every launch leaves its counters at zero,
   // so the next stream can take the slot over.
   counter_slots().release(props_.index, counter_slot_);
@@ -130,7 +143,50 @@ void Stream::synchronize() {
   throw Error(msg);
 }
 
+void* Stream::provided_workspace(size_t bytes) {
+  const auto provide = [&](size_t want) {
+    void* p = provider_(want);
+    if (p == nullptr && want != 0) throw Error(name_ + ": the workspace provider returned no memory for " + std::to_string(want) + " bytes");
+    return p;
+  };
+  const size_t want = std::max<size_t>((bytes + 4095) & ~size_t{4095}, 4096);
+#if !(defined(__HIP_PLATFORM_AMD__) || defined(MSA_VENDOR_HIP))
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  MSA_CUDA_CHECK(cudaStreamGetCaptureInfo(stream_, &cap, &id));
+  if (cap == cudaStreamCaptureStatusActive) {
+    // Scratch baked into a graph must not be shared with eager work or other graphs.
+    if (id != capture_id_ || bytes > capture_ws_bytes_) {
+      capture_ws_ = provide(want);
+      capture_ws_bytes_ = want;
+      capture_id_ = id;
+    }
+    return capture_ws_;
+  }
+#endif
+  if (bytes > ws_bytes_) {
+    const size_t grown = std::max(want, ws_bytes_ + ws_bytes_ / 2);
+    ws_ = provide(grown);
+    ws_bytes_ = grown;
+  }
+  return ws_;
+}
+
+void Stream::set_workspace_provider(WorkspaceProvider provider) {
+  // Scratch from the device pool goes back to it; the provider's is the provider's.
+  if (ws_ != nullptr && !provider_) {
+    activate();
+    MSA_CUDA_CHECK(cudaFreeAsync(ws_, stream_));
+  }
+  ws_ = nullptr;
+  ws_bytes_ = 0;
+  capture_ws_ = nullptr;
+  capture_ws_bytes_ = 0;
+  provider_ = std::move(provider);
+}
+
 void* Stream::workspace(size_t bytes) {
+  if (provider_) return provided_workspace(bytes);
   if (bytes <= ws_bytes_) return ws_;
   activate();
 #if !(defined(__HIP_PLATFORM_AMD__) || defined(MSA_VENDOR_HIP))

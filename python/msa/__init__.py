@@ -1,0 +1,37 @@
+"""msa: MiniMax-style sparse attention (MSA) ops on torch tensors and NumPy arrays.
+
+Every op of msa's contract is a function here (see docs/python.md); `msa.torch` holds
+the PyTorch integration and `msa.reference` a float64 implementation for checks.
+"""
+from msa import _C
+from msa._ops import (add, argmax, block_topk, dense_attention, embedding, gelu, indexer_score, indexer_topk,
+                      kv_append, layer_norm, matmul, patch_attention_3d, rms_norm, rope, rope_3d, scatter_visual,
+                      sparse_block_attention, swiglu)
+
+__version__ = _C.__version__
+
+
+def devices():
+    """Every backend msa knows (compiled in or not), its devices and why it has none:
+    what `msa devices` prints, as a list of dicts."""
+    return _C.devices()
+
+
+def backends():
+    """The names of the backends compiled into this build."""
+    return [b["backend"] for b in _C.devices() if b["compiled"]]
+
+
+def check_errors(device=None):
+    """Waits for the current torch stream of a CUDA device (default: torch's current
+    device) and raises the device-side index errors msa's kernels flagged on it as
+    RuntimeError. CPU backends raise such errors at the call itself."""
+    import torch
+
+    index = torch.cuda.current_device() if device is None else torch.device(device).index or 0
+    _C.check_errors(f"cuda:{index}", torch.cuda.current_stream(index).cuda_stream)
+
+
+__all__ = ["add", "argmax", "backends", "block_topk", "check_errors", "dense_attention", "devices", "embedding",
+           "gelu", "indexer_score", "indexer_topk", "kv_append", "layer_norm", "matmul", "patch_attention_3d",
+           "rms_norm", "rope", "rope_3d", "scatter_visual", "sparse_block_attention", "swiglu"]

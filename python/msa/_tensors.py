@@ -1,0 +1,93 @@
+"""Where a call's outputs are created and which stream it runs on.
+
+msa never imports torch or NumPy itself: a tensor is recognised by the modules the caller
+has already imported, so `import msa` stays cheap and works with either alone.
+"""
+import sys
+
+F32 = "f32"
+I32 = "i32"
+
+
+class Target:
+    """The first tensor argument's framework and device: outputs are made there, and
+    CUDA tensors run on the framework's current stream."""
+
+    __slots__ = ("empty", "stream", "is_torch", "device")
+
+    def __init__(self, empty, stream, is_torch, device):
+        self.empty = empty
+        self.stream = stream
+        self.is_torch = is_torch
+        self.device = device
+
+
+_torch_dtypes = None
+
+
+def _torch_dtype(torch, dtype):
+    global _torch_dtypes
+    if _torch_dtypes is None:
+        _torch_dtypes = {F32: torch.float32, I32: torch.int32}
+    return _torch_dtypes.get(dtype, dtype) if isinstance(dtype, str) else dtype
+
+
+def _raw_stream(torch, index):
+    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if get is not None:
+        return get(index)
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+def target_of(op, first):
+    """The Target of `first`, the op's first tensor argument."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(first, torch.Tensor):
+        device = first.device
+        if device.type == "cuda":
+            from msa import _workspace
+
+            _workspace.ensure(device.index)
+            stream = _raw_stream(torch, device.index)
+        else:
+            stream = 0
+
+        def empty(shape, dtype):
+            return torch.empty(shape, dtype=_torch_dtype(torch, dtype), device=device)
+
+        return Target(empty, stream, True, device)
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(first, np.ndarray):
+
+        def empty(shape, dtype):
+            return np.empty(shape, dtype=np.float32 if dtype == F32 else np.int32 if dtype == I32 else dtype)
+
+        return Target(empty, 0, False, "cpu")
+
+    def refuse(shape, dtype):
+        raise ValueError(f"{op}: outputs cannot be created for {type(first).__name__} inputs: pass the output tensors")
+
+    return Target(refuse, 0, False, None)
+
+
+def check_no_grad(op, target, *tensors):
+    """The ops have no backward yet: refuse inputs that would need one."""
+    if not target.is_torch:
+        return
+    torch = sys.modules["torch"]
+    if not torch.is_grad_enabled():
+        return
+    for t in tensors:
+        if t is not None and t.requires_grad:
+            raise RuntimeError(
+                f"{op}: an input requires grad, and msa's ops have no backward yet: "
+                "call it under torch.no_grad() or pass detached tensors"
+            )
+
+
+def dim(t, i):
+    """Dim i of t's shape, or 0 when t has too few dims (the op then names the argument)."""
+    shape = getattr(t, "shape", ())
+    return shape[i] if -len(shape) <= i < len(shape) else 0
+
+
