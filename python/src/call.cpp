@@ -124,7 +124,14 @@ hal::Device& Call::bind() {
   const bool cuda_memory = first != nullptr && first->view->memory == Memory::cuda;
   std::string name = backend_;
   if (name.empty()) name = cuda_memory ? "cuda:" + std::to_string(first->view->device_id) : default_host_device();
-  device_ = &cached_device(name);
+  try {
+    device_ = &cached_device(name);
+  } catch (const ArgError&) {
+    throw;
+  } catch (const Error& e) {
+    if (backend_.empty()) throw;
+    throw_arg_error(op_, "backend", e.what());
+  }
   for (Arg& a : args_)
     if (a.view) narrow(a);
   if (!cuda_memory && device_->host_accessible()) {
