@@ -45,11 +45,12 @@ class Device {
   // The caller keeps the memory alive while tensors over the buffer are in use. Throws
   // msa::Error on backends whose buffers are not addresses (Vulkan).
   virtual BufferPtr wrap_memory(void* ptr, size_t bytes);
-  // Makes stream() enqueue on the caller's native stream (a cudaStream_t on CUDA) until
-  // the next call; nullptr returns to the device's own stream. The device keeps one
-  // msa stream per native stream it has seen (its error flag and workspace), for the
-  // device's lifetime; the native stream must outlive its use. Throws msa::Error on
-  // backends without native streams (any non-null value).
+  // Makes stream() (and so every op) enqueue on the caller's native stream (a
+  // cudaStream_t on CUDA; cudaStreamLegacy for the legacy default stream) until this is
+  // called again; nullptr returns to the device's own stream. The device keeps one msa
+  // stream per native stream it has seen (its error flag and workspace) for its
+  // lifetime; the native stream must stay valid while ops run on it (the device may
+  // outlive it). Throws msa::Error on backends without native streams (any non-null).
   virtual void use_native_stream(void* native);
   // Where the streams of this device take their scratch memory: `provider(bytes)` returns
   // device memory of at least `bytes` that stays valid for the work enqueued until the

@@ -33,11 +33,11 @@ AttnDims check_paged_attention(const Checker& c, const Tensor& q, const Tensor& 
   c.tensor(v_cache, "v_cache", 4);
   c.same_shape(v_cache, "v_cache", k_cache, "k_cache");
   AttnDims d{q.shape[0], q.shape[1], k_cache.shape[1], q.shape[2], k_cache.shape[0], k_cache.shape[2], 0, 0};
-  c.require(d.Hq >= 1, "q", "needs at least one head");
-  c.require(d.Hkv >= 1, "k_cache", "needs at least one KV head");
-  c.require(d.D >= 1, "q", "head dim D must be >= 1");
-  c.require(d.Bs >= 1, "k_cache", "block size Bs (dim 2) must be >= 1");
-  c.require(d.Hq % d.Hkv == 0, "q",
+  MSA_REQUIRE(c, d.Hq >= 1, "q", "needs at least one head");
+  MSA_REQUIRE(c, d.Hkv >= 1, "k_cache", "needs at least one KV head");
+  MSA_REQUIRE(c, d.D >= 1, "q", "head dim D must be >= 1");
+  MSA_REQUIRE(c, d.Bs >= 1, "k_cache", "block size Bs (dim 2) must be >= 1");
+  MSA_REQUIRE(c, d.Hq % d.Hkv == 0, "q",
             "Hq = " + std::to_string(d.Hq) + " is not a multiple of Hkv = " + std::to_string(d.Hkv) + " (Hq % Hkv != 0)");
   c.dim(k_cache, "k_cache", 3, d.D, "D (head dim of q)");
   c.tensor(kv_len, "kv_len", 1, {DType::i32});
@@ -47,7 +47,7 @@ AttnDims check_paged_attention(const Checker& c, const Tensor& q, const Tensor& 
   c.tensor(block_table, "block_table", 2, {DType::i32});
   c.dim(block_table, "block_table", 0, d.B, "B");
   d.max_blocks = block_table.shape[1];
-  c.require(d.max_blocks * d.Bs <= INT32_MAX, "block_table", "max_blocks * Bs exceeds the int32 position range");
+  MSA_REQUIRE(c, d.max_blocks * d.Bs <= INT32_MAX, "block_table", "max_blocks * Bs exceeds the int32 position range");
   c.tensor(out, "out", 3);
   c.same_shape(out, "out", q, "q");
   c.tensor(lse, "lse", 2, {DType::f32});
@@ -68,7 +68,7 @@ float resolve_scale(const Checker& c, float scale, int64_t dim) {
 }
 
 void check_mode(const Checker& c, SelectionMode mode) {
-  c.require(mode == SelectionMode::per_kv_head || mode == SelectionMode::shared, "mode",
+  MSA_REQUIRE(c, mode == SelectionMode::per_kv_head || mode == SelectionMode::shared, "mode",
             "must be per_kv_head or shared");
 }
 
@@ -86,10 +86,10 @@ namespace {
 void check_indexer_keys(Checker& c, const Tensor& ki_cache, const Tensor& ki_scale, int64_t P, int64_t Bs, int64_t Di,
                         const char* pages) {
   if (ki_cache.dtype == DType::fp4_e2m1x2) {
-    c.require(Di % hal::kNvfp4Group == 0, "ki_cache",
+    MSA_REQUIRE(c, Di % hal::kNvfp4Group == 0, "ki_cache",
               "NVFP4 keys need Di to be a multiple of 16, got Di = " + std::to_string(Di));
     c.dim(ki_cache, "ki_cache", 2, Di / 2, "Di/2 (two E2M1 keys per byte)");
-    c.require(ki_scale.present(), "ki_scale", "is required with an NVFP4 (fp4_e2m1x2) ki_cache: [P][Bs][Di/16] fp8_e4m3");
+    MSA_REQUIRE(c, ki_scale.present(), "ki_scale", "is required with an NVFP4 (fp4_e2m1x2) ki_cache: [P][Bs][Di/16] fp8_e4m3");
     c.tensor(ki_scale, "ki_scale", 3, {DType::fp8_e4m3});
     c.dim(ki_scale, "ki_scale", 0, P, pages);
     c.dim(ki_scale, "ki_scale", 1, Bs, "Bs");
@@ -98,7 +98,7 @@ void check_indexer_keys(Checker& c, const Tensor& ki_cache, const Tensor& ki_sca
   }
   c.dim(ki_cache, "ki_cache", 2, Di, "Di (indexer head dim)");
   if (ki_scale.present()) {
-    c.require(ki_cache.dtype == DType::fp8_e4m3, "ki_scale",
+    MSA_REQUIRE(c, ki_cache.dtype == DType::fp8_e4m3, "ki_scale",
               "is only allowed with an fp8_e4m3 or NVFP4 (fp4_e2m1x2) ki_cache");
     c.tensor(ki_scale, "ki_scale", 2, {DType::f32});
     c.dim(ki_scale, "ki_scale", 0, P, pages);
@@ -114,16 +114,16 @@ IndexerScoreArgs checked_indexer_score(hal::Device& device, const IndexerScoreAr
   c.tensor(a.ki_cache, "ki_cache", 3, {DType::bf16, DType::f32, DType::fp8_e4m3, DType::fp4_e2m1x2});
   const int64_t T = a.qi.shape[0], Hi = a.qi.shape[1], Di = a.qi.shape[2];
   const int64_t P = a.ki_cache.shape[0], Bs = a.ki_cache.shape[1];
-  c.require(Hi >= 1, "qi", "needs at least one indexer head");
-  c.require(Di >= 1, "qi", "indexer head dim Di must be >= 1");
-  c.require(Bs >= 1, "ki_cache", "block size Bs (dim 1) must be >= 1");
+  MSA_REQUIRE(c, Hi >= 1, "qi", "needs at least one indexer head");
+  MSA_REQUIRE(c, Di >= 1, "qi", "indexer head dim Di must be >= 1");
+  MSA_REQUIRE(c, Bs >= 1, "ki_cache", "block size Bs (dim 1) must be >= 1");
   check_indexer_keys(c, a.ki_cache, a.ki_scale, P, Bs, Di, "P (pages of ki_cache)");
   check_mode(c, a.mode);
   if (a.mode == SelectionMode::shared)
-    c.require(Hi == 1, "qi", "shared mode needs exactly one indexer head, got Hi = " + std::to_string(Hi));
+    MSA_REQUIRE(c, Hi == 1, "qi", "shared mode needs exactly one indexer head, got Hi = " + std::to_string(Hi));
   c.query_block_size(a.Qb);
-  c.require(a.NQ >= 0, "NQ", "must be >= 0");
-  c.require(a.pool == Pool::max || a.pool == Pool::lse, "pool", "must be max or lse");
+  MSA_REQUIRE(c, a.NQ >= 0, "NQ", "must be >= 0");
+  MSA_REQUIRE(c, a.pool == Pool::max || a.pool == Pool::lse, "pool", "must be max or lse");
   c.tensor(a.kv_len, "kv_len", 1, {DType::i32});
   const int64_t B = a.kv_len.shape[0];
   c.tensor(a.cu_q, "cu_q", 1, {DType::i32});
@@ -148,16 +148,16 @@ void check_block_topk(hal::Device& device, const BlockTopkArgs& a) {
   Checker c(device, OpId::block_topk);
   c.tensor(a.block_score, "block_score", 3, {DType::f32});
   const int64_t Hs = a.block_score.shape[1];
-  c.require(Hs >= 1, "block_score", "needs at least one selection head (dim 1)");
+  MSA_REQUIRE(c, Hs >= 1, "block_score", "needs at least one selection head (dim 1)");
   c.dim(a.block_score, "block_score", 0, a.NQ, "NQ");
   c.query_block_size(a.Qb);
-  c.require(a.NQ >= 0, "NQ", "must be >= 0");
-  c.require(a.Bs >= 1, "Bs", "must be >= 1");
-  c.require(a.k >= 1, "k", "must be >= 1");
-  c.require(a.n_sink >= 0, "n_sink", "must be >= 0");
-  c.require(a.n_local >= 0, "n_local", "must be >= 0");
+  MSA_REQUIRE(c, a.NQ >= 0, "NQ", "must be >= 0");
+  MSA_REQUIRE(c, a.Bs >= 1, "Bs", "must be >= 1");
+  MSA_REQUIRE(c, a.k >= 1, "k", "must be >= 1");
+  MSA_REQUIRE(c, a.n_sink >= 0, "n_sink", "must be >= 0");
+  MSA_REQUIRE(c, a.n_local >= 0, "n_local", "must be >= 0");
   const int64_t forced = int64_t{a.n_sink} + (a.n_local > 0 ? int64_t{a.n_local} - 1 + std::max(1, a.Qb / a.Bs) : 0);
-  c.require(a.k >= forced, "k",
+  MSA_REQUIRE(c, a.k >= forced, "k",
             "k = " + std::to_string(a.k) + " is smaller than the forced blocks n_sink + (n_local - 1 + max(1, Qb/Bs)) = " +
                 std::to_string(forced));
   c.tensor(a.kv_len, "kv_len", 1, {DType::i32});
@@ -182,7 +182,7 @@ void check_block_topk(hal::Device& device, const BlockTopkArgs& a) {
     if (B > 0) device.stream().download(len.data(), a.kv_len);
     const int64_t max_blocks = a.block_score.shape[2];
     for (int64_t b = 0; b < B; ++b)
-      c.require(int64_t{len[b]} <= max_blocks * a.Bs, "kv_len",
+      MSA_REQUIRE(c, int64_t{len[b]} <= max_blocks * a.Bs, "kv_len",
                 "kv_len[" + std::to_string(b) + "] = " + std::to_string(len[b]) +
                     " exceeds max_blocks * Bs of block_score = " + std::to_string(max_blocks * a.Bs));
     std::vector<int32_t> cu(static_cast<size_t>(B + 1));
@@ -211,13 +211,13 @@ void indexer_topk(hal::Device& device, const IndexerScoreArgs& idx_args, const B
   const auto same_view = [](const Tensor& a, const Tensor& b) {
     return a.buffer == b.buffer && a.offset == b.offset && a.dtype == b.dtype && a.shape == b.shape;
   };
-  c.require(same_view(topk.block_score, idx.block_score), "block_score",
+  MSA_REQUIRE(c, same_view(topk.block_score, idx.block_score), "block_score",
             "indexer_topk: block_topk's block_score must be the tensor indexer_score writes");
-  c.require(same_view(topk.kv_len, idx.kv_len), "kv_len", "indexer_topk: both ops must be given the same kv_len");
-  c.require(same_view(topk.cu_q, idx.cu_q), "cu_q", "indexer_topk: both ops must be given the same cu_q");
-  c.require(topk.Qb == idx.Qb, "Qb", "indexer_topk: both ops must be given the same Qb");
-  c.require(topk.NQ == idx.NQ, "NQ", "indexer_topk: both ops must be given the same NQ");
-  c.require(topk.Bs == idx.ki_cache.shape[1], "Bs",
+  MSA_REQUIRE(c, same_view(topk.kv_len, idx.kv_len), "kv_len", "indexer_topk: both ops must be given the same kv_len");
+  MSA_REQUIRE(c, same_view(topk.cu_q, idx.cu_q), "cu_q", "indexer_topk: both ops must be given the same cu_q");
+  MSA_REQUIRE(c, topk.Qb == idx.Qb, "Qb", "indexer_topk: both ops must be given the same Qb");
+  MSA_REQUIRE(c, topk.NQ == idx.NQ, "NQ", "indexer_topk: both ops must be given the same NQ");
+  MSA_REQUIRE(c, topk.Bs == idx.ki_cache.shape[1], "Bs",
             "indexer_topk: Bs = " + std::to_string(topk.Bs) + " differs from ki_cache's block size " +
                 std::to_string(idx.ki_cache.shape[1]));
   // A fused kernel writes the selection while other blocks still read the indexer's inputs.
@@ -240,13 +240,13 @@ void sparse_block_attention(hal::Device& device, const SparseAttentionArgs& args
   SparseAttentionArgs a = args;
   const AttnDims d = check_paged_attention(c, a.q, a.k_cache, a.v_cache, a.block_table, a.kv_len, a.cu_q, a.out, a.lse);
   c.query_block_size(a.Qb);
-  c.require(a.NQ >= 0, "NQ", "must be >= 0");
+  MSA_REQUIRE(c, a.NQ >= 0, "NQ", "must be >= 0");
   check_mode(c, a.mode);
   c.tensor(a.block_idx, "block_idx", 3, {DType::i32});
   c.dim(a.block_idx, "block_idx", 0, a.NQ, "NQ");
   const int64_t Hs = a.mode == SelectionMode::shared ? 1 : d.Hkv;
   c.dim(a.block_idx, "block_idx", 1, Hs, a.mode == SelectionMode::shared ? "1 (shared mode)" : "Hkv (per_kv_head mode)");
-  c.require(a.block_idx.shape[2] >= 1, "block_idx", "needs k >= 1 entries per row");
+  MSA_REQUIRE(c, a.block_idx.shape[2] >= 1, "block_idx", "needs k >= 1 entries per row");
   c.no_alias(a.out, "out", a.block_idx, "block_idx");
   c.no_alias(a.lse, "lse", a.block_idx, "block_idx");
   a.scale = resolve_scale(c, a.scale, d.D);
@@ -273,7 +273,7 @@ void patch_attention_3d(hal::Device& device, const PatchAttention3dArgs& args) {
   c.same_shape(a.v, "v", a.q, "q");
   c.tensor(a.items, "items", 2, {DType::i32});
   c.dim(a.items, "items", 1, 3, "3 ({grid_t, grid_h, grid_w})");
-  c.require(a.window >= 1, "window", "must be >= 1 temporal patch, got " + std::to_string(a.window));
+  MSA_REQUIRE(c, a.window >= 1, "window", "must be >= 1 temporal patch, got " + std::to_string(a.window));
   c.tensor(a.out, "out", 3);
   c.same_shape(a.out, "out", a.q, "q");
   c.tensor(a.lse, "lse", 2, {DType::f32});
@@ -290,13 +290,13 @@ void patch_attention_3d(hal::Device& device, const PatchAttention3dArgs& args) {
     if (!it.empty()) device.stream().download(it.data(), a.items);
     int64_t total = 0;
     for (size_t i = 0; i + 2 < it.size(); i += 3) {
-      c.require(it[i] >= 1 && it[i + 1] >= 1 && it[i + 2] >= 1, "items",
+      MSA_REQUIRE(c, it[i] >= 1 && it[i + 1] >= 1 && it[i + 2] >= 1, "items",
                 "item " + std::to_string(i / 3) + " has a grid dimension < 1");
       const int64_t hw = int64_t{it[i + 1]} * it[i + 2];  // < 2^62; the product of all three could overflow
-      c.require(it[i] <= (a.q.shape[0] - total) / hw, "items", "items cover more than the N = " + std::to_string(a.q.shape[0]) + " patches of q");
+      MSA_REQUIRE(c, it[i] <= (a.q.shape[0] - total) / hw, "items", "items cover more than the N = " + std::to_string(a.q.shape[0]) + " patches of q");
       total += it[i] * hw;
     }
-    c.require(total == a.q.shape[0], "items",
+    MSA_REQUIRE(c, total == a.q.shape[0], "items",
               "items cover " + std::to_string(total) + " patches but q has N = " + std::to_string(a.q.shape[0]));
   }
   detail::dispatch(device, OpId::patch_attention_3d, &a);
@@ -308,7 +308,7 @@ void kv_append(hal::Device& device, const KvAppendArgs& a) {
   c.tensor(a.v_cache, "v_cache", 4);
   c.same_shape(a.v_cache, "v_cache", a.k_cache, "k_cache");
   const int64_t P = a.k_cache.shape[0], Hkv = a.k_cache.shape[1], Bs = a.k_cache.shape[2], D = a.k_cache.shape[3];
-  c.require(Bs >= 1, "k_cache", "block size Bs (dim 2) must be >= 1");
+  MSA_REQUIRE(c, Bs >= 1, "k_cache", "block size Bs (dim 2) must be >= 1");
   c.tensor(a.k, "k", 3);
   c.same_dtype(a.k, "k", a.k_cache, "k_cache");
   const int64_t T = a.k.shape[0];
@@ -322,7 +322,7 @@ void kv_append(hal::Device& device, const KvAppendArgs& a) {
   c.dim(a.cu_q, "cu_q", 0, B + 1, "B+1");
   c.tensor(a.block_table, "block_table", 2, {DType::i32});
   c.dim(a.block_table, "block_table", 0, B, "B");
-  c.require(a.ki.present() == a.ki_cache.present(), a.ki.present() ? "ki_cache" : "ki",
+  MSA_REQUIRE(c, a.ki.present() == a.ki_cache.present(), a.ki.present() ? "ki_cache" : "ki",
             "ki and ki_cache must be given together");
   if (a.ki_cache.present()) {
     c.tensor(a.ki_cache, "ki_cache", 3, {DType::bf16, DType::f32, DType::fp8_e4m3, DType::fp4_e2m1x2});
@@ -332,7 +332,7 @@ void kv_append(hal::Device& device, const KvAppendArgs& a) {
     c.dim(a.ki, "ki", 0, T, "T");
     check_indexer_keys(c, a.ki_cache, a.ki_scale, P, Bs, a.ki.shape[1], "P (pages of k_cache)");
   } else if (a.ki_scale.present()) {
-    c.require(false, "ki_scale", "is only allowed with a ki_cache");
+    MSA_REQUIRE(c, false, "ki_scale", "is only allowed with a ki_cache");
   }
   const std::pair<const Tensor*, const char*> ins[] = {{&a.k, "k"}, {&a.v, "v"}, {&a.ki, "ki"},
                                                        {&a.block_table, "block_table"}, {&a.kv_len, "kv_len"}, {&a.cu_q, "cu_q"}};

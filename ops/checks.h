@@ -9,6 +9,13 @@
 #include "hal/op_id.h"
 #include "hal/tensor.h"
 
+// Checks `cond` with Checker `checker`; the message (the arguments after `arg`) is built
+// only when the check fails, so passing checks cost no string formatting per call.
+#define MSA_REQUIRE(checker, cond, arg, ...)            \
+  do {                                                  \
+    if (!(cond)) (checker).fail((arg), __VA_ARGS__);    \
+  } while (0)
+
 namespace msa::ops::detail {
 
 class Checker {
@@ -17,6 +24,7 @@ class Checker {
 
   // Throws "<op>: argument '<arg>': <what>".
   [[noreturn]] void fail(const std::string& arg, const std::string& what) const;
+  // Prefer MSA_REQUIRE, which builds the message only on failure.
   void require(bool cond, const std::string& arg, const std::string& what) const {
     if (!cond) fail(arg, what);
   }

@@ -17,8 +17,8 @@ constexpr std::initializer_list<DType> kAct = {DType::f32, DType::bf16, DType::f
 
 // A tensor of any rank 1..4, viewed as rows over its last dim.
 void rows_tensor(const Checker& c, const Tensor& t, const std::string& arg) {
-  c.require(t.present(), arg, "is required but absent");
-  c.require(t.rank >= 1, arg, "must have rank >= 1");
+  MSA_REQUIRE(c, t.present(), arg, "is required but absent");
+  MSA_REQUIRE(c, t.rank >= 1, arg, "must have rank >= 1");
   c.tensor(t, arg, t.rank, kAct);
 }
 
@@ -56,11 +56,11 @@ void rms_norm(hal::Device& device, const RmsNormArgs& a) {
   Checker c(device, OpId::rms_norm);
   rows_tensor(c, a.x, "x");
   c.tensor(a.w, "w", 1);
-  c.require(a.w.dtype == DType::f32 || a.w.dtype == a.x.dtype, "w", "dtype must be f32 or the dtype of x");
+  MSA_REQUIRE(c, a.w.dtype == DType::f32 || a.w.dtype == a.x.dtype, "w", "dtype must be f32 or the dtype of x");
   c.dim(a.w, "w", 0, a.x.dim(-1), "the last dim of x");
   c.finite(a.eps, "eps");
-  c.require(a.eps >= 0, "eps", "must be >= 0");
-  c.require(a.kind == NormKind::plain || a.kind == NormKind::gemma, "kind", "must be plain or gemma");
+  MSA_REQUIRE(c, a.eps >= 0, "eps", "must be >= 0");
+  MSA_REQUIRE(c, a.kind == NormKind::plain || a.kind == NormKind::gemma, "kind", "must be plain or gemma");
   elementwise_out(c, a.y, a.x, "x", true);
   c.no_alias(a.y, "y", a.w, "w");
   detail::dispatch(device, OpId::rms_norm, &a);
@@ -70,7 +70,7 @@ void layer_norm(hal::Device& device, const LayerNormArgs& a) {
   Checker c(device, OpId::layer_norm);
   rows_tensor(c, a.x, "x");
   c.tensor(a.w, "w", 1);
-  c.require(a.w.dtype == DType::f32 || a.w.dtype == a.x.dtype, "w", "dtype must be f32 or the dtype of x");
+  MSA_REQUIRE(c, a.w.dtype == DType::f32 || a.w.dtype == a.x.dtype, "w", "dtype must be f32 or the dtype of x");
   c.dim(a.w, "w", 0, a.x.dim(-1), "the last dim of x");
   if (a.b.present()) {
     c.tensor(a.b, "b", 1);
@@ -78,7 +78,7 @@ void layer_norm(hal::Device& device, const LayerNormArgs& a) {
     c.dim(a.b, "b", 0, a.x.dim(-1), "the last dim of x");
   }
   c.finite(a.eps, "eps");
-  c.require(a.eps >= 0, "eps", "must be >= 0");
+  MSA_REQUIRE(c, a.eps >= 0, "eps", "must be >= 0");
   elementwise_out(c, a.y, a.x, "x", true);
   c.no_alias(a.y, "y", a.w, "w");
   c.no_alias(a.y, "y", a.b, "b");
@@ -93,7 +93,7 @@ void rope(hal::Device& device, const RopeArgs& args) {
   c.dim(a.pos, "pos", 0, a.x.shape[0], "T");
   const int64_t D = a.x.shape[2];
   if (a.rotary_dim == 0) a.rotary_dim = static_cast<int>(D);
-  c.require(a.rotary_dim >= 2 && a.rotary_dim % 2 == 0 && a.rotary_dim <= D, "rotary_dim",
+  MSA_REQUIRE(c, a.rotary_dim >= 2 && a.rotary_dim % 2 == 0 && a.rotary_dim <= D, "rotary_dim",
             "must be even, >= 2 and <= D = " + std::to_string(D) + ", got " + std::to_string(a.rotary_dim));
   c.finite(a.theta, "theta", true);
   elementwise_out(c, a.y, a.x, "x", true);
@@ -104,7 +104,7 @@ void rope(hal::Device& device, const RopeArgs& args) {
 void rope_3d(hal::Device& device, const Rope3dArgs& a) {
   Checker c(device, OpId::rope_3d);
   c.tensor(a.x, "x", 3, kAct);
-  c.require(a.x.shape[2] >= 6, "x", "head dim D must be >= 6 (2*floor(D/6) dims per axis)");
+  MSA_REQUIRE(c, a.x.shape[2] >= 6, "x", "head dim D must be >= 6 (2*floor(D/6) dims per axis)");
   c.tensor(a.pos, "pos", 2, {DType::i32});
   c.dim(a.pos, "pos", 0, a.x.shape[0], "N");
   c.dim(a.pos, "pos", 1, 3, "3 (t, h, w)");
@@ -155,7 +155,7 @@ void embedding(hal::Device& device, const EmbeddingArgs& a) {
     std::vector<int32_t> ids(static_cast<size_t>(a.ids.numel()));
     if (!ids.empty()) device.stream().download(ids.data(), a.ids);
     for (size_t t = 0; t < ids.size(); ++t)
-      c.require(ids[t] >= 0 && ids[t] < a.table.shape[0], "ids",
+      MSA_REQUIRE(c, ids[t] >= 0 && ids[t] < a.table.shape[0], "ids",
                 "ids[" + std::to_string(t) + "] = " + std::to_string(ids[t]) + " is outside the vocabulary [0, " +
                     std::to_string(a.table.shape[0]) + ")");
   }
@@ -177,7 +177,7 @@ void scatter_visual(hal::Device& device, const ScatterVisualArgs& a) {
     if (!tok.empty()) device.stream().download(tok.data(), a.tokens);
     int64_t n = 0;
     for (int32_t t : tok) n += t == a.placeholder;
-    c.require(n == a.vis.shape[0], "vis",
+    MSA_REQUIRE(c, n == a.vis.shape[0], "vis",
               "has " + std::to_string(a.vis.shape[0]) + " rows but tokens hold " + std::to_string(n) +
                   " placeholders (id " + std::to_string(a.placeholder) + ")");
   }
@@ -187,7 +187,7 @@ void scatter_visual(hal::Device& device, const ScatterVisualArgs& a) {
 void argmax(hal::Device& device, const ArgmaxArgs& a) {
   Checker c(device, OpId::argmax);
   c.tensor(a.x, "x", 2, kAct);
-  c.require(a.x.shape[1] >= 1, "x", "rows must have at least one element");
+  MSA_REQUIRE(c, a.x.shape[1] >= 1, "x", "rows must have at least one element");
   c.tensor(a.idx, "idx", 1, {DType::i32});
   c.dim(a.idx, "idx", 0, a.x.shape[0], "M (dim 0 of x)");
   c.no_alias(a.idx, "idx", a.x, "x");

@@ -64,6 +64,9 @@ Device::Device(int index) : name_(std::string(MSA_VENDOR_NAME) + ":" + std::to_s
 }
 
 Device::~Device() {
+  // Work queued on wrapped streams finishes before their counter slots are handed back.
+  cudaSetDevice(props_.index);
+  if (!wrapped_.empty()) cudaDeviceSynchronize();
   wrapped_.clear();
   stream_.reset();
   cudaSetDevice(props_.index);

@@ -73,9 +73,16 @@ Stream::Stream(std::string device_name, const DeviceProps& props, cudaStream_t e
 Stream::~Stream() {
   // No throwing from here: best effort.
   cudaSetDevice(props_.index);
-  if (ws_ != nullptr && !provider_) cudaFreeAsync(ws_, stream_);
+  if (ws_ != nullptr && !provider_) {
+    if (owns_stream_)
+      cudaFreeAsync(ws_, stream_);
+    else
+      cudaFree(ws_);  // the caller's stream may be gone; cudaFree waits for the device
+  }
   for (auto& e : ext_) e.reset();
-  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  // A caller's stream may already be gone: the device synchronizes before dropping
+  // wrapped streams (Device::~Device), so only an owned stream is waited for here.
+  if (owns_stream_ && stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (owns_flags_ && flag_ != nullptr) cudaFree(flag_);
   if (owns_flags_ && host_flag_ != nullptr) cudaFreeHost(host_flag_);
   if (owns_stream_ && stream_ != nullptr) cudaStreamDestroy(stream_);

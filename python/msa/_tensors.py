@@ -33,10 +33,28 @@ def _torch_dtype(torch, dtype):
 
 
 def _raw_stream(torch, index):
+    """The raw cudaStream_t of torch's current stream on device `index`."""
     get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if get is not None:
         return get(index)
     return torch.cuda.current_stream(index).cuda_stream
+
+
+_torch_targets = {}  # torch.device -> (empty, CUDA ordinal or -1)
+
+
+def _torch_target(torch, device):
+    index = device.index if device.type == "cuda" else -1
+    if index >= 0:
+        from msa import _workspace
+
+        _workspace.ensure(index)
+
+    def empty(shape, dtype):
+        return torch.empty(shape, dtype=_torch_dtype(torch, dtype), device=device)
+
+    _torch_targets[device] = (empty, index)
+    return _torch_targets[device]
 
 
 def target_of(op, first):
@@ -44,30 +62,21 @@ def target_of(op, first):
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(first, torch.Tensor):
         device = first.device
-        if device.type == "cuda":
-            from msa import _workspace
-
-            _workspace.ensure(device.index)
-            stream = _raw_stream(torch, device.index)
-        else:
-            stream = 0
-
-        def empty(shape, dtype):
-            return torch.empty(shape, dtype=_torch_dtype(torch, dtype), device=device)
-
-        return Target(empty, stream, True, device)
+        empty, index = _torch_targets.get(device) or _torch_target(torch, device)
+        return Target(empty, _raw_stream(torch, index) if index >= 0 else 0, True, device)
     np = sys.modules.get("numpy")
     if np is not None and isinstance(first, np.ndarray):
-
-        def empty(shape, dtype):
-            return np.empty(shape, dtype=np.float32 if dtype == F32 else np.int32 if dtype == I32 else dtype)
-
-        return Target(empty, 0, False, "cpu")
+        return Target(_numpy_empty, 0, False, "cpu")
 
     def refuse(shape, dtype):
         raise ValueError(f"{op}: outputs cannot be created for {type(first).__name__} inputs: pass the output tensors")
 
     return Target(refuse, 0, False, None)
+
+
+def _numpy_empty(shape, dtype):
+    np = sys.modules["numpy"]
+    return np.empty(shape, dtype=np.float32 if dtype == F32 else np.int32 if dtype == I32 else dtype)
 
 
 def check_no_grad(op, target, *tensors):

@@ -36,18 +36,18 @@ shape must fit the format: fp8 keys have ``Di`` bytes per row, NVFP4 keys ``Di/2
 """
 
 import math
-from typing import Dict, List, NamedTuple, Optional, Sequence as Seq, Set, Tuple
+from typing import List, NamedTuple, Optional, Set, Tuple
 
 import torch
 
 __all__ = [
-    "decode_e4m3", "encode_e4m3", "decode_e2m1", "encode_e2m1", "unpack_e2m1x2",
+    "as_bytes", "decode_e4m3", "encode_e4m3", "decode_e2m1", "encode_e2m1", "unpack_e2m1x2",
     "pack_e2m1x2", "decode_nvfp4", "quantize_nvfp4", "quantize_fp8_scaled",
     "indexer_key_format", "decode_indexer_keys",
     "Sequence", "QueryBlock", "sequences", "query_blocks", "count_query_blocks",
     "token_positions", "token_query_block",
-    "indexer_score", "block_topk", "indexer_topk",
-    "sparse_block_attention", "dense_attention", "patch_attention_3d",
+    "indexer_score", "min_k", "block_topk", "indexer_topk",
+    "sparse_block_attention", "dense_attention", "patch_windows", "patch_attention_3d",
     "kv_append", "matmul", "rms_norm", "layer_norm", "rope", "rope_3d", "swiglu", "gelu",
     "add", "embedding", "scatter_visual", "argmax",
 ]

@@ -69,6 +69,21 @@ const std::string& default_host_device() {
   return name;
 }
 
+hal::Device& host_device() {
+  static hal::Device* device = &cached_device(default_host_device());
+  return *device;
+}
+
+hal::Device& cuda_device(int ordinal) {
+  // One lookup by name per ordinal; later calls index this table.
+  static std::vector<hal::Device*> devices;
+  if (ordinal < 0) throw Error("CUDA device ordinal " + std::to_string(ordinal) + " is negative");
+  if (static_cast<size_t>(ordinal) >= devices.size()) devices.resize(static_cast<size_t>(ordinal) + 1, nullptr);
+  hal::Device*& d = devices[static_cast<size_t>(ordinal)];
+  if (d == nullptr) d = &cached_device("cuda:" + std::to_string(ordinal));
+  return *d;
+}
+
 Call::Call(std::string op, std::string backend, uint64_t stream)
     : op_(std::move(op)), backend_(std::move(backend)), stream_(stream) {
   args_.reserve(12);
@@ -118,26 +133,27 @@ hal::Device& Call::bind() {
       continue;
     }
     if (a.view->memory != first->view->memory || a.view->device_id != first->view->device_id)
-      throw_arg_error(op_, a.name, "is on " + a.view->where() + " but '" + first->name + "' is on " + first->view->where() +
+      throw_arg_error(op_, a.name, "is on " + a.view->where() + " but '" + std::string(first->name) + "' is on " + first->view->where() +
                                        " (all tensors of a call share one device)");
   }
   const bool cuda_memory = first != nullptr && first->view->memory == Memory::cuda;
-  std::string name = backend_;
-  if (name.empty()) name = cuda_memory ? "cuda:" + std::to_string(first->view->device_id) : default_host_device();
-  try {
-    device_ = &cached_device(name);
-  } catch (const ArgError&) {
-    throw;
-  } catch (const Error& e) {
-    if (backend_.empty()) throw;
-    throw_arg_error(op_, "backend", e.what());
+  if (!backend_.empty()) {
+    try {
+      device_ = &cached_device(backend_);
+    } catch (const ArgError&) {
+      throw;
+    } catch (const Error& e) {
+      throw_arg_error(op_, "backend", e.what());
+    }
+  } else {
+    device_ = cuda_memory ? &cuda_device(first->view->device_id) : &host_device();
   }
   for (Arg& a : args_)
     if (a.view) narrow(a);
   if (!cuda_memory && device_->host_accessible()) {
     wrap(*device_);
   } else if (cuda_memory) {
-    if (cuda_ordinal(*device_) != first->view->device_id)
+    if (!backend_.empty() && cuda_ordinal(*device_) != first->view->device_id)
       throw_arg_error(op_, first->name, "is on " + first->view->where() + ", which " + device_->name() +
                                             " cannot read: move the tensors (.cpu(), .to(...)) or pick backend=\"" +
                                             first->view->where() + "\"");
@@ -198,7 +214,7 @@ void Call::stage(hal::Device& device) {
         tensors_[i].shape = make_tensor(nullptr, 0, *a.view).shape;
         shared = true;
       } else if (p < q + m && q < p + n && (a.role != Role::in || b.role != Role::in)) {
-        throw_arg_error(op_, a.name, "overlaps '" + b.name + "' (outputs must not alias inputs)");
+        throw_arg_error(op_, a.name, "overlaps '" + std::string(b.name) + "' (outputs must not alias inputs)");
       }
     }
     if (shared) continue;

@@ -39,7 +39,7 @@ class Call {
 
  private:
   struct Arg {
-    std::string name;
+    const char* name = "";  // a literal of the binding
     Role role = Role::in;
     std::optional<TensorView> view;
     std::vector<int32_t> narrowed;  // int64 index values as int32
@@ -63,5 +63,8 @@ class Call {
 hal::Device& cached_device(const std::string& name);
 // The device CPU tensors run on by default: cpu when compiled in and usable, else cpu-ref.
 const std::string& default_host_device();
+// That device, and msa's device for CUDA ordinal `ordinal`, opened once.
+hal::Device& host_device();
+hal::Device& cuda_device(int ordinal);
 
 }  // namespace msa::python

@@ -804,3 +804,16 @@ def test_argmax_ties_nan_and_signed_zero():
                       [NAN, 5.0, 9.0, 9.0]])
     assert ref.argmax(x).tolist() == [1, 1, 0, 0, 2]
     assert ref.argmax(x).dtype == torch.int32
+
+
+def test_empty_batches_do_no_work():
+    bt, kl, cu = torch.zeros((0, 2), dtype=torch.int32), i32([]), i32([0])
+    score = ref.indexer_score(torch.zeros(0, 1, 4), torch.zeros(1, 4, 4), bt, kl, cu)
+    assert score.shape == (0, 1, 2)
+    idx, cnt = ref.block_topk(score, kl, cu, Bs=4, k=2)
+    assert idx.shape == (0, 1, 2) and cnt.shape == (0, 1)
+    cache = torch.zeros(1, 1, 4, 4)
+    out, lse = ref.dense_attention(torch.zeros(0, 2, 4), cache, cache, bt, kl, cu)
+    assert out.shape == (0, 2, 4) and lse.shape == (0, 2)
+    # A sequence with cached tokens but no query this step owns no query block.
+    assert ref.indexer_score(torch.zeros(0, 1, 4), cache[:, 0], i32([[0]]), i32([3]), i32([0, 0])).shape == (0, 1, 1)
