@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 import msa
 from msa.torch import MSAWrapper
+from results import save_figure, write_json
 
 M3 = dict(Hq=64, Hkv=4, D=128, Hi=4, Di=128, Bs=128, k=16, n_sink=0, n_local=1)
 TINY = dict(Hq=4, Hkv=2, D=32, Hi=2, Di=32, Bs=16, k=4, n_sink=0, n_local=1)
@@ -466,7 +467,7 @@ def plot(rows, path):
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     print("wrote", path)
 
 
@@ -502,8 +503,7 @@ def main(argv=None):
         for case in cases:
             rows.append(run_case(args, cfg, case, device, timer))
             if args.json:
-                with open(args.json, "w") as f:
-                    json.dump(dict(meta, rows=rows), f, indent=1)
+                write_json(args.json, dict(meta, rows=rows))
     print_table(rows)
     if args.png:
         plot(rows, args.png)

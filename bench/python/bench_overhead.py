@@ -18,6 +18,7 @@ MSAWrapper.run; plus each loop's time to completion per call.
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -26,6 +27,7 @@ import torch
 
 import msa
 import msa.torch as mt
+from results import write_json
 
 SMALL = dict(Hq=4, Hkv=1, D=64, Hi=1, Di=64, Bs=64)
 M3 = dict(Hq=64, Hkv=4, D=128, Hi=4, Di=128, Bs=128)
@@ -158,9 +160,8 @@ def main(argv=None):
     if torch.cuda.is_available() and not args.no_cuda:
         cuda_rows(args, rows)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"torch": torch.__version__, "msa": msa.__version__, "command": " ".join(sys.argv),
-                       "rows": rows}, f, indent=1)
+        write_json(args.json, {"torch": torch.__version__, "msa": msa.__version__, "command": " ".join(sys.argv),
+                               "rows": rows})
     return rows
 
 

@@ -132,7 +132,8 @@ TensorView view_of(py::handle obj, const std::string& where, const std::string& 
     if (t.strides != nullptr && t.shape[i] != 1 && t.strides[i] != expected) contiguous = false;
     expected *= t.shape[i];
   }
-  if (!contiguous) fail(where, arg, "is not contiguous (call .contiguous() on it, or numpy.ascontiguousarray)");
+  // An empty tensor has no layout to get wrong (torch reports arbitrary strides for it).
+  if (!contiguous && expected != 0) fail(where, arg, "is not contiguous (call .contiguous() on it, or numpy.ascontiguousarray)");
   v.dtype = dtype_of(t.dtype, fp8, bytes, v.int64_index, where, arg);
   if (v.int64_index && v.memory != Memory::host)
     fail(where, arg, "is int64 on " + v.where() + ": msa's index tensors are int32 (pass it as .int())");

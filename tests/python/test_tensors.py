@@ -164,3 +164,12 @@ def test_nq_is_computed_for_query_blocks(gen, batch):
     with pytest.raises(ValueError, match="argument '(NQ|block_idx)'"):
         msa.sparse_block_attention(batch.q, batch.k_cache, batch.v_cache, *batch.paged(), idx, Qb=4,
                                    NQ=idx.shape[0] + 1)
+
+
+def test_empty_batches_are_valid(gen, batch):
+    # T = 0 and B = 0 are valid calls with nothing to do (torch gives empty tensors odd strides).
+    q = torch.randn(0, 4, 64)
+    idx = torch.zeros(0, 2, 2, dtype=torch.int32)
+    cu_q = torch.zeros(3, dtype=torch.int32)
+    out, lse = msa.sparse_block_attention(q, batch.k_cache, batch.v_cache, batch.block_table, batch.kv_len, cu_q, idx)
+    assert out.shape == (0, 4, 64) and lse.shape == (0, 4)

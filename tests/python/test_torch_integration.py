@@ -3,6 +3,7 @@
 msa.reference (float64, docs/spec.md) and against plain torch attention."""
 import math
 import os
+import sys
 import runpy
 
 import pytest
@@ -457,7 +458,14 @@ def test_hf_decoder_layer_example_runs_on_cpu(capsys):
 
 
 def load_bench(name):
-    return runpy.run_path(os.path.join(ROOT, "bench", "python", name))
+    """A benchmark script's globals, loaded as `python3 bench/python/<name>` would run it
+    (its folder first on sys.path, for its sibling modules)."""
+    folder = os.path.join(ROOT, "bench", "python")
+    sys.path.insert(0, folder)
+    try:
+        return runpy.run_path(os.path.join(folder, name))
+    finally:
+        sys.path.remove(folder)
 
 
 def test_bench_layer_quick_on_cpu_agrees_with_msa():
