@@ -1,0 +1,133 @@
+// The cpu backend's dense_attention_backward and sparse_block_attention_backward against
+// cpu-ref on varlen paged batches (every activation dtype, per_kv_head and shared, Qb 1
+// and 4, NaN in slack slots, padding and ids past the sequence, an empty selection), and
+// bitwise equal results for 1 and 3 threads.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/ops.h"
+#include "tests/cpu/cpu_util.h"
+
+namespace msa::cpu_test {
+namespace {
+
+struct Grads {
+  hal::HostTensor dq, dk, dv;
+};
+
+struct BwdCase {
+  Layout L;
+  int Hq = 8, Hkv = 2, D = 32, Qb = 1, K = 3;
+  ops::SelectionMode mode = ops::SelectionMode::per_kv_head;
+  std::vector<float> q, k, v, dout;
+  std::vector<int32_t> block_idx;
+  int Hs() const { return mode == ops::SelectionMode::shared ? 1 : Hkv; }
+};
+
+BwdCase make_case(int Qb, ops::SelectionMode mode, uint64_t seed) {
+  BwdCase c;
+  c.L = make_layout({1, 37, 0, 20}, {50, 37, 9, 70}, 16, seed);
+  c.Qb = Qb;
+  c.mode = mode;
+  c.q = random_values(static_cast<size_t>(c.L.T) * c.Hq * c.D, seed + 1, -2.f, 2.f);
+  c.k = paged_values(c.L, c.Hkv, c.D, seed + 2, -2.f, 2.f);
+  c.v = paged_values(c.L, c.Hkv, c.D, seed + 3);
+  c.dout = random_values(c.q.size(), seed + 4);
+  std::mt19937_64 g(seed + 5);
+  const int64_t nq = c.L.nq(Qb);
+  // Query block n's sequence: walk the tokens as the contract numbers the blocks.
+  std::vector<int> seq_of;
+  for (int b = 0; b < c.L.B; ++b) {
+    const int64_t nb = ops::count_query_blocks(std::vector<int32_t>{0, c.L.q_len[b]}, std::vector<int32_t>{c.L.kv_len[b]}, Qb);
+    for (int64_t i = 0; i < nb; ++i) seq_of.push_back(b);
+  }
+  for (int64_t n = 0; n < nq; ++n)
+    for (int hs = 0; hs < c.Hs(); ++hs) {
+      const int nb = c.L.n_blocks(seq_of[static_cast<size_t>(n)]);
+      std::vector<int32_t> all(static_cast<size_t>(nb));
+      for (int i = 0; i < nb; ++i) all[static_cast<size_t>(i)] = i;
+      std::shuffle(all.begin(), all.end(), g);
+      for (int j = 0; j < c.K; ++j)
+        c.block_idx.push_back(n == 1 ? -1 : j < nb && j < 2 ? all[static_cast<size_t>(j)] : j == 2 ? nb + 3 : -1);
+    }
+  return c;
+}
+
+Grads backward(Dev& d, const BwdCase& c, DType t, bool sparse, const hal::HostTensor& out, const hal::HostTensor& lse) {
+  const hal::Tensor q = d.put(host(t, {c.L.T, c.Hq, c.D}, c.q)), k = d.put(host(t, {c.L.P, c.Hkv, c.L.Bs, c.D}, c.k)),
+                    v = d.put(host(t, {c.L.P, c.Hkv, c.L.Bs, c.D}, c.v)), dout = d.put(host(t, {c.L.T, c.Hq, c.D}, c.dout));
+  const hal::Tensor bt = d.put(host_i32({c.L.B, c.L.max_blocks}, c.L.block_table)),
+                    kl = d.put(host_i32({c.L.B}, c.L.kv_len)), cu = d.put(host_i32({c.L.B + 1}, c.L.cu_q));
+  const hal::Tensor dq = d.out(DType::f32, {c.L.T, c.Hq, c.D}), dk = d.out(DType::f32, {c.L.P, c.Hkv, c.L.Bs, c.D}),
+                    dv = d.out(DType::f32, {c.L.P, c.Hkv, c.L.Bs, c.D});
+  if (sparse) {
+    ops::SparseAttentionBackwardArgs a;
+    a.dout = dout, a.q = q, a.k_cache = k, a.v_cache = v, a.block_table = bt, a.kv_len = kl, a.cu_q = cu;
+    a.Qb = c.Qb, a.NQ = c.L.nq(c.Qb), a.mode = c.mode;
+    a.block_idx = d.put(host_i32({a.NQ, c.Hs(), c.K}, c.block_idx));
+    a.out = d.put(out), a.lse = d.put(lse), a.dq = dq, a.dk_cache = dk, a.dv_cache = dv;
+    ops::sparse_block_attention_backward(d.device(), a);
+  } else {
+    ops::DenseAttentionBackwardArgs a;
+    a.dout = dout, a.q = q, a.k_cache = k, a.v_cache = v, a.block_table = bt, a.kv_len = kl, a.cu_q = cu;
+    a.out = d.put(out), a.lse = d.put(lse), a.dq = dq, a.dk_cache = dk, a.dv_cache = dv;
+    ops::dense_attention_backward(d.device(), a);
+  }
+  return {d.get(dq), d.get(dk), d.get(dv)};
+}
+
+// The forward on cpu-ref: out and lse.
+std::pair<hal::HostTensor, hal::HostTensor> forward(Dev& d, const BwdCase& c, DType t, bool sparse) {
+  const hal::Tensor out = d.out(t, {c.L.T, c.Hq, c.D}), lse = d.out(DType::f32, {c.L.T, c.Hq});
+  const hal::Tensor q = d.put(host(t, {c.L.T, c.Hq, c.D}, c.q)), k = d.put(host(t, {c.L.P, c.Hkv, c.L.Bs, c.D}, c.k)),
+                    v = d.put(host(t, {c.L.P, c.Hkv, c.L.Bs, c.D}, c.v));
+  const hal::Tensor bt = d.put(host_i32({c.L.B, c.L.max_blocks}, c.L.block_table)),
+                    kl = d.put(host_i32({c.L.B}, c.L.kv_len)), cu = d.put(host_i32({c.L.B + 1}, c.L.cu_q));
+  if (sparse) {
+    ops::SparseAttentionArgs a;
+    a.q = q, a.k_cache = k, a.v_cache = v, a.block_table = bt, a.kv_len = kl, a.cu_q = cu;
+    a.Qb = c.Qb, a.NQ = c.L.nq(c.Qb), a.mode = c.mode;
+    a.block_idx = d.put(host_i32({a.NQ, c.Hs(), c.K}, c.block_idx));
+    a.out = out, a.lse = lse;
+    ops::sparse_block_attention(d.device(), a);
+  } else {
+    ops::DenseAttentionArgs a;
+    a.q = q, a.k_cache = k, a.v_cache = v, a.block_table = bt, a.kv_len = kl, a.cu_q = cu;
+    a.out = out, a.lse = lse;
+    ops::dense_attention(d.device(), a);
+  }
+  return {d.get(out), d.get(lse)};
+}
+
+TEST(CpuTraining, AttentionBackwardMatchesReference) {
+  MSA_REQUIRE_CPU_BACKEND();
+  for (const DType t : act_dtypes())
+    for (const bool sparse : {false, true})
+      for (const auto& [Qb, mode] : {std::pair{1, ops::SelectionMode::per_kv_head}, {4, ops::SelectionMode::per_kv_head},
+                                     {1, ops::SelectionMode::shared}}) {
+        if (!sparse && (Qb != 1 || mode != ops::SelectionMode::per_kv_head)) continue;
+        const std::string what = std::string(hal::dtype_name(t)) + (sparse ? " sparse Qb " + std::to_string(Qb) : " dense") +
+                                 (mode == ops::SelectionMode::shared ? " shared" : "");
+        SCOPED_TRACE(what);
+        Pair p;
+        const BwdCase c = make_case(Qb, mode, 100 + Qb);
+        const auto [out, lse] = forward(p.ref, c, t, sparse);
+        const Grads ref = backward(p.ref, c, t, sparse, out, lse);
+        set_threads(3);
+        const Grads got = backward(p.cpu, c, t, sparse, out, lse);
+        set_threads(1);
+        const Grads one = backward(p.cpu, c, t, sparse, out, lse);
+        unsetenv("MSA_CPU_THREADS");
+        expect_out_close(got.dq, ref.dq, c.D, what + " dq");
+        expect_out_close(got.dk, ref.dk, c.D, what + " dk_cache");
+        expect_out_close(got.dv, ref.dv, c.D, what + " dv_cache");
+        EXPECT_TRUE(same_bytes(got.dq, one.dq) && same_bytes(got.dk, one.dk) && same_bytes(got.dv, one.dv))
+            << what << ": 1 and 3 threads differ";
+      }
+}
+
+}  // namespace
+}  // namespace msa::cpu_test
