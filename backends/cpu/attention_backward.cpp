@@ -1,8 +1,10 @@
 // dense_attention_backward and sparse_block_attention_backward (docs/training.md) on the
-// paged cache, in f32 on the oneTBB arena. Deterministic for any thread count:
+// paged cache, and patch_attention_3d_backward, in f32 on the oneTBB arena. Deterministic
+// for any thread count:
 //  - dq: one task per (token, KV head) walks its attended slots in a fixed order;
 //  - dk_cache / dv_cache: one task per (page, KV head) slab loops over the queries that
-//    attended it, from an inverse index built per call in token order (no atomics).
+//    attended it, from an inverse index built per call in token order (no atomics);
+//  - patch attention: one task per (window, head) owns every gradient row it writes.
 // Index data is validated by the reference's checks before any work.
 #include <algorithm>
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu_ref/attended_sets.h"
 #include "backends/cpu_ref/common.h"
+#include "backends/cpu_ref/patch_windows.h"
 #include "hal/dtype.h"
 
 namespace msa::cpu {
@@ -197,6 +200,40 @@ void sparse_block_attention_backward(hal::Stream&, const ops::SparseAttentionBac
       c.list_begin.push_back(static_cast<int64_t>(c.list.size()));
     }
   run(c, a.dq, a.dk_cache, a.dv_cache);
+}
+
+void patch_attention_3d_backward(hal::Stream&, const ops::PatchAttention3dBackwardArgs& a) {
+  const int64_t N = a.q.dim(0), H = a.q.dim(1), D = a.q.dim(2);
+  const auto windows = cpu_ref::checked_windows("patch_attention_3d_backward", a.items, a.window, N);
+  const float scale = static_cast<float>(cpu_ref::resolve_scale(a.scale, D));
+  const std::vector<float> q = to_f32(a.q, D), k = to_f32(a.k, D), v = to_f32(a.v, D), dout = to_f32(a.dout, D),
+                           out = to_f32(a.out, D), lse = to_f32(a.lse, H);
+  float* dq = a.dq.data<float>();
+  float* dk = a.dk.data<float>();
+  float* dv = a.dv.data<float>();
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  parallel_for(static_cast<int64_t>(windows.size()) * H, [&](int64_t task) {
+    const cpu_ref::PatchWindow& w = windows[static_cast<size_t>(task / H)];
+    const int64_t h = task % H;
+    for (int64_t t = w.t_begin; t < w.t_end; ++t)
+      for (float* g : {dq, dk, dv}) std::fill(g + (t * H + h) * D, g + (t * H + h + 1) * D, 0.0f);
+    for (int64_t t = w.t_begin; t < w.t_end; ++t) {
+      const int64_t row = (t * H + h) * D;
+      const float l = lse[static_cast<size_t>(t * H + h)];
+      if (l == neg_inf) continue;
+      const float delta = dot(dout.data() + row, out.data() + row, D);
+      for (int64_t s = w.t_begin; s < w.t_end; ++s) {
+        const int64_t key = (s * H + h) * D;
+        const float p = std::exp(scale * dot(q.data() + row, k.data() + key, D) - l);
+        const float ds = p * (dot(dout.data() + row, v.data() + key, D) - delta);
+        for (int64_t d = 0; d < D; ++d) {
+          dq[row + d] += scale * ds * k[static_cast<size_t>(key + d)];
+          dk[key + d] += scale * ds * q[static_cast<size_t>(row + d)];
+          dv[key + d] += p * dout[static_cast<size_t>(row + d)];
+        }
+      }
+    }
+  });
 }
 
 }  // namespace msa::cpu

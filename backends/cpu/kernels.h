@@ -21,5 +21,6 @@ void swiglu(hal::Stream&, const ops::SwigluArgs&);
 void add(hal::Stream&, const ops::AddArgs&);
 void sparse_block_attention_backward(hal::Stream&, const ops::SparseAttentionBackwardArgs&);
 void dense_attention_backward(hal::Stream&, const ops::DenseAttentionBackwardArgs&);
+void patch_attention_3d_backward(hal::Stream&, const ops::PatchAttention3dBackwardArgs&);
 
 }  // namespace msa::cpu

@@ -1,7 +1,7 @@
-// The cpu backend's dense_attention_backward and sparse_block_attention_backward against
-// cpu-ref on varlen paged batches (every activation dtype, per_kv_head and shared, Qb 1
-// and 4, NaN in slack slots, padding and ids past the sequence, an empty selection), and
-// bitwise equal results for 1 and 3 threads.
+// The cpu backend's attention backward ops against cpu-ref: dense and sparse on varlen
+// paged batches (every activation dtype, per_kv_head and shared, Qb 1 and 4, NaN in slack
+// slots, padding and ids past the sequence, an empty selection) and patch attention over
+// video and image items; bitwise equal results for 1 and 3 threads.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -127,6 +127,42 @@ TEST(CpuTraining, AttentionBackwardMatchesReference) {
         EXPECT_TRUE(same_bytes(got.dq, one.dq) && same_bytes(got.dk, one.dk) && same_bytes(got.dv, one.dv))
             << what << ": 1 and 3 threads differ";
       }
+}
+
+TEST(CpuTraining, PatchAttention3dBackwardMatchesReference) {
+  MSA_REQUIRE_CPU_BACKEND();
+  const int64_t N = 3 * 2 * 2 + 1 * 3 * 1, H = 3, D = 16;  // a 3-frame video item and an image
+  const std::vector<int32_t> items = {3, 2, 2, 1, 3, 1};
+  for (const DType t : act_dtypes()) {
+    SCOPED_TRACE(hal::dtype_name(t));
+    Pair p;
+    const auto x = [&](uint64_t seed) { return host(t, {N, H, D}, random_values(static_cast<size_t>(N * H * D), seed, -2.f, 2.f)); };
+    const hal::HostTensor q = x(1), k = x(2), v = x(3), dout = x(4);
+    ops::PatchAttention3dArgs f;
+    f.q = p.ref.put(q), f.k = p.ref.put(k), f.v = p.ref.put(v), f.items = p.ref.put(host_i32({2, 3}, items));
+    f.window = 2;
+    f.out = p.ref.out(t, {N, H, D}), f.lse = p.ref.out(DType::f32, {N, H});
+    ops::patch_attention_3d(p.ref.device(), f);
+    const hal::HostTensor out = p.ref.get(f.out), lse = p.ref.get(f.lse);
+    const auto run = [&](Dev& d) {
+      ops::PatchAttention3dBackwardArgs a;
+      a.dout = d.put(dout), a.q = d.put(q), a.k = d.put(k), a.v = d.put(v), a.items = d.put(host_i32({2, 3}, items));
+      a.window = 2, a.out = d.put(out), a.lse = d.put(lse);
+      a.dq = d.out(DType::f32, {N, H, D}), a.dk = d.out(DType::f32, {N, H, D}), a.dv = d.out(DType::f32, {N, H, D});
+      ops::patch_attention_3d_backward(d.device(), a);
+      return Grads{d.get(a.dq), d.get(a.dk), d.get(a.dv)};
+    };
+    const Grads ref = run(p.ref);
+    set_threads(3);
+    const Grads got = run(p.cpu);
+    set_threads(1);
+    const Grads one = run(p.cpu);
+    unsetenv("MSA_CPU_THREADS");
+    expect_out_close(got.dq, ref.dq, D, "dq");
+    expect_out_close(got.dk, ref.dk, D, "dk");
+    expect_out_close(got.dv, ref.dv, D, "dv");
+    EXPECT_TRUE(same_bytes(got.dq, one.dq) && same_bytes(got.dk, one.dk) && same_bytes(got.dv, one.dv));
+  }
 }
 
 }  // namespace
