@@ -1,7 +1,8 @@
-// The cpu backend's attention backward ops against cpu-ref: dense and sparse on varlen
-// paged batches (every activation dtype, per_kv_head and shared, Qb 1 and 4, NaN in slack
-// slots, padding and ids past the sequence, an empty selection) and patch attention over
-// video and image items; bitwise equal results for 1 and 3 threads.
+// The cpu backend's training ops against cpu-ref: dense and sparse attention backward and
+// indexer_kl (stages dense and sparse) on varlen paged batches (every activation dtype,
+// per_kv_head and shared, Qb 1 and 4, NaN in slack slots, padding and ids past the
+// sequence, an empty selection), patch attention backward over video and image items;
+// bitwise equal results for 1 and 3 threads.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -16,6 +17,19 @@ namespace {
 
 struct Grads {
   hal::HostTensor dq, dk, dv;
+};
+
+// fn() with MSA_CPU_THREADS = n.
+template <typename Fn>
+auto with_threads(int n, Fn&& fn) {
+  set_threads(n);
+  auto r = fn();
+  unsetenv("MSA_CPU_THREADS");
+  return r;
+}
+
+struct KlOut {
+  hal::HostTensor kl, dqi, dki;
 };
 
 struct BwdCase {
@@ -116,11 +130,8 @@ TEST(CpuTraining, AttentionBackwardMatchesReference) {
         const BwdCase c = make_case(Qb, mode, 100 + Qb);
         const auto [out, lse] = forward(p.ref, c, t, sparse);
         const Grads ref = backward(p.ref, c, t, sparse, out, lse);
-        set_threads(3);
-        const Grads got = backward(p.cpu, c, t, sparse, out, lse);
-        set_threads(1);
-        const Grads one = backward(p.cpu, c, t, sparse, out, lse);
-        unsetenv("MSA_CPU_THREADS");
+        const auto run = [&] { return backward(p.cpu, c, t, sparse, out, lse); };
+        const Grads got = with_threads(3, run), one = with_threads(1, run);
         expect_out_close(got.dq, ref.dq, c.D, what + " dq");
         expect_out_close(got.dk, ref.dk, c.D, what + " dk_cache");
         expect_out_close(got.dv, ref.dv, c.D, what + " dv_cache");
@@ -153,16 +164,70 @@ TEST(CpuTraining, PatchAttention3dBackwardMatchesReference) {
       return Grads{d.get(a.dq), d.get(a.dk), d.get(a.dv)};
     };
     const Grads ref = run(p.ref);
-    set_threads(3);
-    const Grads got = run(p.cpu);
-    set_threads(1);
-    const Grads one = run(p.cpu);
-    unsetenv("MSA_CPU_THREADS");
+    const Grads got = with_threads(3, [&] { return run(p.cpu); }), one = with_threads(1, [&] { return run(p.cpu); });
     expect_out_close(got.dq, ref.dq, D, "dq");
     expect_out_close(got.dk, ref.dk, D, "dk");
     expect_out_close(got.dv, ref.dv, D, "dv");
     EXPECT_TRUE(same_bytes(got.dq, one.dq) && same_bytes(got.dk, one.dk) && same_bytes(got.dv, one.dv));
   }
+}
+
+// Global NMSE <= 1e-10 and every element within 1e-5 of the largest reference magnitude:
+// a row NMSE bound does not apply to dqi, whose rows for one-token sets are u - p = 1 - p,
+// rounding noise around 0.
+void expect_grad_close(const hal::HostTensor& got, const hal::HostTensor& ref, const std::string& what) {
+  const std::vector<float> a = got.to_f32(), b = ref.to_f32();
+  ASSERT_EQ(a.size(), b.size()) << what;
+  double num = 0, den = 0, big = 0;
+  for (float x : b) big = std::max(big, static_cast<double>(std::fabs(x)));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+    ASSERT_LE(std::fabs(d), 1e-5 * big) << what << " element " << i << ": " << a[i] << " vs " << b[i];
+  }
+  if (den > 0) EXPECT_LE(num / den, 1e-10) << what << ": global NMSE";
+}
+
+TEST(CpuTraining, IndexerKlMatchesReference) {
+  MSA_REQUIRE_CPU_BACKEND();
+  for (const DType t : act_dtypes())
+    for (const bool sparse : {false, true})
+      for (const auto& [Qb, mode] : {std::pair{1, ops::SelectionMode::per_kv_head}, {4, ops::SelectionMode::shared}}) {
+        const std::string what = std::string(hal::dtype_name(t)) + (sparse ? " sparse" : " dense") + " Qb " +
+                                 std::to_string(Qb) + (mode == ops::SelectionMode::shared ? " shared" : "");
+        SCOPED_TRACE(what);
+        Pair p;
+        const BwdCase c = make_case(Qb, mode, 200 + Qb);
+        const auto [out, lse] = forward(p.ref, c, t, sparse);
+        const int64_t Hs = c.Hs(), Di = 16;
+        const hal::HostTensor qi = host(t, {c.L.T, Hs, Di}, random_values(static_cast<size_t>(c.L.T * Hs * Di), 301, -2.f, 2.f));
+        const hal::HostTensor ki = host(DType::bf16, {c.L.P, c.L.Bs, Di}, paged_values(c.L, 1, Di, 302, -2.f, 2.f));
+        const hal::HostTensor dkl = host(DType::f32, {c.L.T, Hs}, random_values(static_cast<size_t>(c.L.T * Hs), 303, 0.5f, 2.f));
+        const auto run = [&](Dev& d) {
+          ops::IndexerKlArgs a;
+          a.qi = d.put(qi), a.ki_cache = d.put(ki);
+          a.q = d.put(host(t, {c.L.T, c.Hq, c.D}, c.q)), a.k_cache = d.put(host(t, {c.L.P, c.Hkv, c.L.Bs, c.D}, c.k));
+          a.lse = d.put(lse), a.dkl = d.put(dkl);
+          a.block_table = d.put(host_i32({c.L.B, c.L.max_blocks}, c.L.block_table));
+          a.kv_len = d.put(host_i32({c.L.B}, c.L.kv_len)), a.cu_q = d.put(host_i32({c.L.B + 1}, c.L.cu_q));
+          a.stage = sparse ? ops::KlStage::sparse : ops::KlStage::dense;
+          if (sparse) a.Qb = c.Qb, a.NQ = c.L.nq(c.Qb), a.block_idx = d.put(host_i32({a.NQ, Hs, c.K}, c.block_idx));
+          a.mode = c.mode;
+          a.kl = d.out(DType::f32, {c.L.T, Hs}), a.dqi = d.out(DType::f32, {c.L.T, Hs, Di});
+          a.dki_cache = d.out(DType::f32, {c.L.P, c.L.Bs, Di});
+          ops::indexer_kl(d.device(), a);
+          return KlOut{d.get(a.kl), d.get(a.dqi), d.get(a.dki_cache)};
+        };
+        const KlOut ref = run(p.ref);
+        const KlOut got = with_threads(3, [&] { return run(p.cpu); }), one = with_threads(1, [&] { return run(p.cpu); });
+        const std::vector<float> kg = got.kl.to_f32(), kr = ref.kl.to_f32();
+        for (size_t i = 0; i < kr.size(); ++i)
+          EXPECT_NEAR(kg[i], kr[i], 1e-5 * std::max(1.0f, std::fabs(kr[i]))) << what << " kl " << i;
+        expect_grad_close(got.dqi, ref.dqi, what + " dqi");
+        expect_grad_close(got.dki, ref.dki, what + " dki_cache");
+        EXPECT_TRUE(same_bytes(got.kl, one.kl) && same_bytes(got.dqi, one.dqi) && same_bytes(got.dki, one.dki));
+      }
 }
 
 }  // namespace
