@@ -22,7 +22,11 @@ namespace msa::hal {
   X(add)                   \
   X(embedding)             \
   X(scatter_visual)        \
-  X(argmax)
+  X(argmax)                \
+  X(sparse_block_attention_backward) \
+  X(dense_attention_backward) \
+  X(patch_attention_3d_backward) \
+  X(indexer_kl)
 
 enum class OpId : int {
 #define MSA_OP_ENUM(name) name,

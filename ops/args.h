@@ -86,6 +86,75 @@ struct PatchAttention3dArgs {
   Tensor lse;          // out [N][H] f32
 };
 
+// The training ops (docs/training.md): gradients of the attention ops and the indexer's
+// KL loss. Gradients are f32; dk_cache/dv_cache/dki_cache slots no query attended are 0.
+
+// Gradient of sparse_block_attention: the forward's inputs and outputs plus dout.
+struct SparseAttentionBackwardArgs {
+  Tensor dout;         // [T][Hq][D], dtype of q
+  Tensor q, k_cache, v_cache, block_table, kv_len, cu_q;  // as SparseAttentionArgs
+  int Qb = 1;
+  int64_t NQ = 0;
+  SelectionMode mode = SelectionMode::per_kv_head;
+  Tensor block_idx;    // [NQ][Hs][k] i32
+  float scale = 0.0f;  // 0 = 1/sqrt(D)
+  Tensor out;          // the forward's out [T][Hq][D], dtype of q
+  Tensor lse;          // the forward's lse [T][Hq] f32
+  Tensor dq;           // out [T][Hq][D] f32
+  Tensor dk_cache;     // out [P][Hkv][Bs][D] f32
+  Tensor dv_cache;     // out [P][Hkv][Bs][D] f32
+};
+
+// Gradient of dense_attention: as SparseAttentionBackwardArgs without the selection.
+struct DenseAttentionBackwardArgs {
+  Tensor dout;         // [T][Hq][D], dtype of q
+  Tensor q, k_cache, v_cache, block_table, kv_len, cu_q;
+  float scale = 0.0f;
+  Tensor out, lse;     // the forward's outputs
+  Tensor dq;           // out [T][Hq][D] f32
+  Tensor dk_cache;     // out [P][Hkv][Bs][D] f32
+  Tensor dv_cache;     // out [P][Hkv][Bs][D] f32
+};
+
+// Gradient of patch_attention_3d.
+struct PatchAttention3dBackwardArgs {
+  Tensor dout;         // [N][H][D], dtype of q
+  Tensor q, k, v;      // [N][H][D]
+  Tensor items;        // [n][3] i32
+  int window = 4;
+  float scale = 0.0f;
+  Tensor out, lse;     // the forward's outputs
+  Tensor dq, dk, dv;   // out [N][H][D] f32
+};
+
+// Token sets of indexer_kl: the selected blocks (sparse) or every causal token (dense).
+enum class KlStage : int { sparse, dense };
+const char* stage_name(KlStage s);
+
+// KL(target || student) per query and selection head, with the gradients of
+// sum dkl * kl to the indexer's queries and keys (the target is detached).
+struct IndexerKlArgs {
+  Tensor qi;           // [T][Hi][Di] f32|bf16|f16
+  Tensor ki_cache;     // [P][Bs][Di] bf16|f32
+  Tensor q;            // [T][Hq][D]
+  Tensor k_cache;      // [P][Hkv][Bs][D], dtype of q
+  Tensor lse;          // [T][Hq] f32, the main branch's lse over the same token sets
+  Tensor block_table;  // [B][max_blocks] i32
+  Tensor kv_len;       // [B] i32
+  Tensor cu_q;         // [B+1] i32
+  Tensor block_idx;    // [NQ][Hs][k] i32, stage sparse only (absent for dense)
+  Tensor dkl;          // (optional) [T][Hs] f32, absent = all ones
+  KlStage stage = KlStage::sparse;
+  int Qb = 1;          // stage sparse only
+  int64_t NQ = 0;      // stage sparse only
+  SelectionMode mode = SelectionMode::per_kv_head;
+  float scale = 0.0f;    // main branch, 0 = 1/sqrt(D)
+  float scale_i = 0.0f;  // indexer, 0 = 1/sqrt(Di)
+  Tensor kl;           // out [T][Hs] f32
+  Tensor dqi;          // out [T][Hi][Di] f32
+  Tensor dki_cache;    // out [P][Bs][Di] f32
+};
+
 // Writes this step's keys and values into their cache slots: token i of sequence b goes
 // to position kv_len[b] - q_len[b] + i. k/v have the cache dtype. ki (optional, with
 // ki_cache) is f32/bf16/f16 and is converted to ki_cache's dtype; for fp8 keys with a

@@ -6,53 +6,30 @@
 
 #include "hal/error.h"
 #include "hal/nvfp4.h"
+#include "ops/attention_checks.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
 
 namespace msa::ops {
 namespace {
 
+using detail::AttnDims;
 using detail::Checker;
+using detail::check_mode;
+using detail::check_out_lse;
+using detail::check_paged_inputs;
+using detail::resolve_scale;
 using hal::DType;
 using hal::OpId;
 
-constexpr std::initializer_list<DType> kAct = {DType::f32, DType::bf16, DType::f16};
+constexpr auto kAct = detail::kActDtypes;
 
-// q/k_cache/v_cache/block_table/kv_len/cu_q common to both attention ops. Returns
-// {T, Hq, Hkv, D, P, Bs, B, max_blocks}.
-struct AttnDims {
-  int64_t T, Hq, Hkv, D, P, Bs, B, max_blocks;
-};
-
+// The paged attention inputs plus the forward's out/lse, which alias no input.
 AttnDims check_paged_attention(const Checker& c, const Tensor& q, const Tensor& k_cache,
                                const Tensor& v_cache, const Tensor& block_table, const Tensor& kv_len,
                                const Tensor& cu_q, const Tensor& out, const Tensor& lse) {
-  c.tensor(q, "q", 3, kAct);
-  c.tensor(k_cache, "k_cache", 4);
-  c.same_dtype(k_cache, "k_cache", q, "q");
-  c.tensor(v_cache, "v_cache", 4);
-  c.same_shape(v_cache, "v_cache", k_cache, "k_cache");
-  AttnDims d{q.shape[0], q.shape[1], k_cache.shape[1], q.shape[2], k_cache.shape[0], k_cache.shape[2], 0, 0};
-  MSA_REQUIRE(c, d.Hq >= 1, "q", "needs at least one head");
-  MSA_REQUIRE(c, d.Hkv >= 1, "k_cache", "needs at least one KV head");
-  MSA_REQUIRE(c, d.D >= 1, "q", "head dim D must be >= 1");
-  MSA_REQUIRE(c, d.Bs >= 1, "k_cache", "block size Bs (dim 2) must be >= 1");
-  MSA_REQUIRE(c, d.Hq % d.Hkv == 0, "q",
-            "Hq = " + std::to_string(d.Hq) + " is not a multiple of Hkv = " + std::to_string(d.Hkv) + " (Hq % Hkv != 0)");
-  c.dim(k_cache, "k_cache", 3, d.D, "D (head dim of q)");
-  c.tensor(kv_len, "kv_len", 1, {DType::i32});
-  d.B = kv_len.shape[0];
-  c.tensor(cu_q, "cu_q", 1, {DType::i32});
-  c.dim(cu_q, "cu_q", 0, d.B + 1, "B+1");
-  c.tensor(block_table, "block_table", 2, {DType::i32});
-  c.dim(block_table, "block_table", 0, d.B, "B");
-  d.max_blocks = block_table.shape[1];
-  MSA_REQUIRE(c, d.max_blocks * d.Bs <= INT32_MAX, "block_table", "max_blocks * Bs exceeds the int32 position range");
-  c.tensor(out, "out", 3);
-  c.same_shape(out, "out", q, "q");
-  c.tensor(lse, "lse", 2, {DType::f32});
-  c.dim(lse, "lse", 0, d.T, "T");
-  c.dim(lse, "lse", 1, d.Hq, "Hq");
+  const AttnDims d = check_paged_inputs(c, q, k_cache, &v_cache, block_table, kv_len, cu_q);
+  check_out_lse(c, q, out, lse);
   for (const auto& [in, name] : {std::pair{&q, "q"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"},
                                  {&block_table, "block_table"}, {&kv_len, "kv_len"}, {&cu_q, "cu_q"}}) {
     c.no_alias(out, "out", *in, name);
@@ -62,20 +39,11 @@ AttnDims check_paged_attention(const Checker& c, const Tensor& q, const Tensor& 
   return d;
 }
 
-float resolve_scale(const Checker& c, float scale, int64_t dim) {
-  c.finite(scale, "scale");
-  return scale == 0.0f ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))) : scale;
-}
-
-void check_mode(const Checker& c, SelectionMode mode) {
-  MSA_REQUIRE(c, mode == SelectionMode::per_kv_head || mode == SelectionMode::shared, "mode",
-            "must be per_kv_head or shared");
-}
-
 }  // namespace
 
 const char* mode_name(SelectionMode m) { return m == SelectionMode::shared ? "shared" : "per_kv_head"; }
 const char* pool_name(Pool p) { return p == Pool::lse ? "lse" : "max"; }
+const char* stage_name(KlStage s) { return s == KlStage::dense ? "dense" : "sparse"; }
 
 namespace {
 
@@ -242,11 +210,7 @@ void sparse_block_attention(hal::Device& device, const SparseAttentionArgs& args
   c.query_block_size(a.Qb);
   MSA_REQUIRE(c, a.NQ >= 0, "NQ", "must be >= 0");
   check_mode(c, a.mode);
-  c.tensor(a.block_idx, "block_idx", 3, {DType::i32});
-  c.dim(a.block_idx, "block_idx", 0, a.NQ, "NQ");
-  const int64_t Hs = a.mode == SelectionMode::shared ? 1 : d.Hkv;
-  c.dim(a.block_idx, "block_idx", 1, Hs, a.mode == SelectionMode::shared ? "1 (shared mode)" : "Hkv (per_kv_head mode)");
-  MSA_REQUIRE(c, a.block_idx.shape[2] >= 1, "block_idx", "needs k >= 1 entries per row");
+  detail::check_block_idx(c, a.block_idx, a.NQ, a.mode, d.Hkv);
   c.no_alias(a.out, "out", a.block_idx, "block_idx");
   c.no_alias(a.lse, "lse", a.block_idx, "block_idx");
   a.scale = resolve_scale(c, a.scale, d.D);
@@ -266,13 +230,8 @@ void dense_attention(hal::Device& device, const DenseAttentionArgs& args) {
 void patch_attention_3d(hal::Device& device, const PatchAttention3dArgs& args) {
   Checker c(device, OpId::patch_attention_3d);
   PatchAttention3dArgs a = args;
-  c.tensor(a.q, "q", 3, kAct);
-  c.tensor(a.k, "k", 3);
-  c.same_shape(a.k, "k", a.q, "q");
-  c.tensor(a.v, "v", 3);
-  c.same_shape(a.v, "v", a.q, "q");
-  c.tensor(a.items, "items", 2, {DType::i32});
-  c.dim(a.items, "items", 1, 3, "3 ({grid_t, grid_h, grid_w})");
+  detail::check_patch_qkv(c, a.q, a.k, a.v);
+  detail::check_items(c, a.items, a.q.shape[0]);
   MSA_REQUIRE(c, a.window >= 1, "window", "must be >= 1 temporal patch, got " + std::to_string(a.window));
   c.tensor(a.out, "out", 3);
   c.same_shape(a.out, "out", a.q, "q");
@@ -285,20 +244,6 @@ void patch_attention_3d(hal::Device& device, const PatchAttention3dArgs& args) {
   }
   c.no_alias(a.lse, "lse", a.out, "out");
   a.scale = resolve_scale(c, a.scale, a.q.shape[2]);
-  if (device.host_accessible()) {
-    std::vector<int32_t> it(static_cast<size_t>(a.items.numel()));
-    if (!it.empty()) device.stream().download(it.data(), a.items);
-    int64_t total = 0;
-    for (size_t i = 0; i + 2 < it.size(); i += 3) {
-      MSA_REQUIRE(c, it[i] >= 1 && it[i + 1] >= 1 && it[i + 2] >= 1, "items",
-                "item " + std::to_string(i / 3) + " has a grid dimension < 1");
-      const int64_t hw = int64_t{it[i + 1]} * it[i + 2];  // < 2^62; the product of all three could overflow
-      MSA_REQUIRE(c, it[i] <= (a.q.shape[0] - total) / hw, "items", "items cover more than the N = " + std::to_string(a.q.shape[0]) + " patches of q");
-      total += it[i] * hw;
-    }
-    MSA_REQUIRE(c, total == a.q.shape[0], "items",
-              "items cover " + std::to_string(total) + " patches but q has N = " + std::to_string(a.q.shape[0]));
-  }
   detail::dispatch(device, OpId::patch_attention_3d, &a);
 }
 

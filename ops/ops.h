@@ -41,4 +41,10 @@ void embedding(hal::Device& device, const EmbeddingArgs& args);
 void scatter_visual(hal::Device& device, const ScatterVisualArgs& args);
 void argmax(hal::Device& device, const ArgmaxArgs& args);
 
+// Training ops (docs/training.md).
+void sparse_block_attention_backward(hal::Device& device, const SparseAttentionBackwardArgs& args);
+void dense_attention_backward(hal::Device& device, const DenseAttentionBackwardArgs& args);
+void patch_attention_3d_backward(hal::Device& device, const PatchAttention3dBackwardArgs& args);
+void indexer_kl(hal::Device& device, const IndexerKlArgs& args);
+
 }  // namespace msa::ops

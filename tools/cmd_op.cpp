@@ -2,8 +2,6 @@
 // runs one op on the chosen backend. Tensor and parameter names are the contract's
 // (docs/ops-cli.md lists them per op).
 #include <cstdio>
-#include <functional>
-#include <map>
 
 #include "hal/error.h"
 #include "hal/registry.h"
@@ -12,17 +10,12 @@
 #include "tools/commands.h"
 #include "tools/op_io.h"
 #include "tools/op_params.h"
+#include "tools/op_runner.h"
 
 namespace msa::cli {
 namespace {
 
 using hal::DType;
-
-ops::SelectionMode parse_mode(const std::string& s) {
-  if (s == "per_kv_head") return ops::SelectionMode::per_kv_head;
-  if (s == "shared") return ops::SelectionMode::shared;
-  throw Error("argument '--param mode': '" + s + "' is not per_kv_head or shared");
-}
 
 ops::Pool parse_pool(const std::string& s) {
   if (s == "max") return ops::Pool::max;
@@ -36,18 +29,11 @@ ops::NormKind parse_kind(const std::string& s) {
   throw Error("argument '--param kind': '" + s + "' is not gemma or plain");
 }
 
-int64_t resolve_nq(OpIo& io, OpParams& p, int Qb) {
-  if (p.has("NQ")) return p.get_int("NQ", 0);
-  return ops::count_query_blocks(io.host_i32("cu_q"), io.host_i32("kv_len"), Qb);
-}
+int I(OpParams& p, const char* k, int def) { return int_param(p, k, def); }
+float F(OpParams& p, const char* k, double def) { return float_param(p, k, def); }
 
-int I(OpParams& p, const char* k, int def) { return static_cast<int>(p.get_int(k, def)); }
-float F(OpParams& p, const char* k, double def) { return static_cast<float>(p.get_float(k, def)); }
-
-using Runner = std::function<void(hal::Device&, OpIo&, OpParams&)>;
-
-std::map<std::string, Runner> runners() {
-  std::map<std::string, Runner> r;
+RunnerTable runners() {
+  RunnerTable r;
   r["indexer_score"] = [](hal::Device& d, OpIo& io, OpParams& p) {
     ops::IndexerScoreArgs a;
     a.qi = io.in("qi"), a.ki_cache = io.in("ki_cache"), a.ki_scale = io.opt("ki_scale");
@@ -168,6 +154,7 @@ std::map<std::string, Runner> runners() {
     a.x = io.in("x"), a.idx = io.out("idx", DType::i32, {a.x.shape[0]});
     ops::argmax(d, a);
   };
+  add_training_runners(r);
   return r;
 }
 

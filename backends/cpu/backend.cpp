@@ -24,6 +24,10 @@ hal::KernelTable make_kernel_table() {
   t.set(OpId::rope, &rope);
   t.set(OpId::swiglu, &swiglu);
   t.set(OpId::add, &add);
+  t.set(OpId::sparse_block_attention_backward, &sparse_block_attention_backward);
+  t.set(OpId::dense_attention_backward, &dense_attention_backward);
+  t.set(OpId::patch_attention_3d_backward, &patch_attention_3d_backward);
+  t.set(OpId::indexer_kl, &indexer_kl);
   return t;
 }
 

@@ -1,5 +1,6 @@
 // The kernels of the `cpu` backend, one function per op, each defined in the file named
-// after it (paged_attention.cpp holds dense and sparse attention). Ops without a kernel
+// after it (paged_attention.cpp holds dense and sparse attention, attention_backward.cpp their
+// gradients). Ops without a kernel
 // here use cpu-ref's (backends/cpu_ref/kernels.h).
 #pragma once
 #include "hal/stream.h"
@@ -18,5 +19,9 @@ void rms_norm(hal::Stream&, const ops::RmsNormArgs&);
 void rope(hal::Stream&, const ops::RopeArgs&);
 void swiglu(hal::Stream&, const ops::SwigluArgs&);
 void add(hal::Stream&, const ops::AddArgs&);
+void sparse_block_attention_backward(hal::Stream&, const ops::SparseAttentionBackwardArgs&);
+void dense_attention_backward(hal::Stream&, const ops::DenseAttentionBackwardArgs&);
+void patch_attention_3d_backward(hal::Stream&, const ops::PatchAttention3dBackwardArgs&);
+void indexer_kl(hal::Stream&, const ops::IndexerKlArgs&);
 
 }  // namespace msa::cpu

@@ -15,13 +15,15 @@ void store_row(const hal::Tensor& out, int64_t off, const double* src, int64_t n
   for (int64_t i = 0; i < n; ++i) store(out, off + i, src[i]);
 }
 
-void KvRows::append(const hal::Tensor& k_src, int64_t k_off, const hal::Tensor& v_src,
-                    int64_t v_off, int64_t position) {
+void KvRows::append(const hal::Tensor& k_src, int64_t src_k_off, const hal::Tensor& v_src,
+                    int64_t src_v_off, int64_t position) {
   for (int64_t d = 0; d < D; ++d) {
-    k.push_back(hal::load_as_f32(k_src.dtype, k_src.data<const uint8_t>(), static_cast<size_t>(k_off + d)));
-    v.push_back(hal::load_as_f32(v_src.dtype, v_src.data<const uint8_t>(), static_cast<size_t>(v_off + d)));
+    k.push_back(hal::load_as_f32(k_src.dtype, k_src.data<const uint8_t>(), static_cast<size_t>(src_k_off + d)));
+    v.push_back(hal::load_as_f32(v_src.dtype, v_src.data<const uint8_t>(), static_cast<size_t>(src_v_off + d)));
   }
   pos.push_back(position);
+  k_off.push_back(src_k_off);
+  v_off.push_back(src_v_off);
 }
 
 void KvRows::append_block(const hal::Tensor& k_cache, const hal::Tensor& v_cache, int64_t page,

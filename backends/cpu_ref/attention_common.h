@@ -21,10 +21,13 @@ struct KvRows {
   int64_t D = 0;
   std::vector<int64_t> pos;  // logical position of each row (for the causal mask)
   std::vector<float> k, v;   // [rows][D]
+  std::vector<int64_t> k_off, v_off;  // element offset of each row in its K / V source
 
   int64_t rows() const { return static_cast<int64_t>(pos.size()); }
   void clear() {
     pos.clear();
+    k_off.clear();
+    v_off.clear();
     k.clear();
     v.clear();
   }

@@ -22,5 +22,9 @@ void add(hal::Stream&, const ops::AddArgs&);
 void embedding(hal::Stream&, const ops::EmbeddingArgs&);
 void scatter_visual(hal::Stream&, const ops::ScatterVisualArgs&);
 void argmax(hal::Stream&, const ops::ArgmaxArgs&);
+void sparse_block_attention_backward(hal::Stream&, const ops::SparseAttentionBackwardArgs&);
+void dense_attention_backward(hal::Stream&, const ops::DenseAttentionBackwardArgs&);
+void patch_attention_3d_backward(hal::Stream&, const ops::PatchAttention3dBackwardArgs&);
+void indexer_kl(hal::Stream&, const ops::IndexerKlArgs&);
 
 }  // namespace msa::cpu_ref

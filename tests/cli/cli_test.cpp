@@ -190,12 +190,29 @@ std::vector<OpCase> op_cases() {
   c.push_back({"embedding", {{"table", rnd(DType::f32, {10, 8}, 37)}, {"ids", ints({3}, {9, 0, 4})}}, ""});
   c.push_back({"scatter_visual", {{"tokens", ints({4}, {5, 99, 99, 7})}, {"vis", rnd(DType::f32, {2, 8}, 38)}, {"x", rnd(DType::f32, {4, 8}, 39)}}, "-p placeholder=99"});
   c.push_back({"argmax", {{"x", rnd(DType::f32, {3, 8}, 40)}}, ""});
+  // Training ops: the forward's tensors plus dout, out and lse.
+  Tensors bwd = paged;
+  bwd["dout"] = rnd(DType::bf16, {2, 4, 16}, 41), bwd["out"] = rnd(DType::bf16, {2, 4, 16}, 42);
+  bwd["lse"] = rnd(DType::f32, {2, 4}, 43);
+  c.push_back({"dense_attention_backward", bwd, ""});
+  bwd["block_idx"] = sparse["block_idx"];
+  c.push_back({"sparse_block_attention_backward", bwd, ""});
+  Tensors pbwd = patch;
+  pbwd["dout"] = rnd(DType::f32, {12, 2, 64}, 44), pbwd["out"] = rnd(DType::f32, {12, 2, 64}, 45);
+  pbwd["lse"] = rnd(DType::f32, {12, 2}, 46);
+  c.push_back({"patch_attention_3d_backward", pbwd, "-p window=1"});
+  Tensors kl = paged;
+  kl.erase("v_cache");
+  kl["lse"] = bwd["lse"], kl["block_idx"] = sparse["block_idx"];
+  kl["qi"] = rnd(DType::bf16, {2, 2, 16}, 47), kl["ki_cache"] = rnd(DType::bf16, {4, 8, 16}, 48);
+  kl["dkl"] = rnd(DType::f32, {2, 2}, 49);
+  c.push_back({"indexer_kl", kl, "-p stage=sparse -p scale_i=0.2"});
   return c;
 }
 
 TEST(Cli, OpRoundTripsEveryOp) {
   const auto cases = op_cases();
-  EXPECT_EQ(cases.size(), 17u);  // every op of the contract
+  EXPECT_EQ(cases.size(), 21u);  // every op of the contract and of docs/training.md
   for (const auto& c : cases) {
     SCOPED_TRACE(c.op);
     const std::string in = write(c.op + "_in.safetensors", c.in);
@@ -213,6 +230,20 @@ TEST(Cli, OpRoundTripsEveryOp) {
       if (c.in.count(name)) EXPECT_NE(t.bytes, c.in.at(name).bytes);
     }
   }
+}
+
+TEST(Cli, IndexerKlStageErrorsExit2) {
+  const auto cases = op_cases();
+  const OpCase& kl = cases.back();
+  ASSERT_EQ(kl.op, "indexer_kl");
+  const std::string in = write("kl_in.safetensors", kl.in), out = (temp_dir() / "kl_out.safetensors").string();
+  Result r = run_cli("op indexer_kl --backend cpu-ref --in " + in + " --out " + out + " -p stage=warm");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("'--param stage'"), std::string::npos) << r.output;
+  // Stage dense takes no block_idx: the file's block_idx is an unused input.
+  r = run_cli("op indexer_kl --backend cpu-ref --in " + in + " --out " + out + " -p stage=dense");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("'block_idx'"), std::string::npos) << r.output;
 }
 
 TEST(Cli, OpEqualsDirectCall) {

@@ -1,0 +1,45 @@
+// Host checks shared by the attention ops and their training counterparts
+// (ops/attention_ops.cpp, ops/training_ops.cpp). Every failure throws msa::Error naming
+// the argument, through the op's Checker.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+
+#include "ops/args.h"
+#include "ops/checks.h"
+
+namespace msa::ops::detail {
+
+inline constexpr std::initializer_list<hal::DType> kActDtypes = {hal::DType::f32, hal::DType::bf16,
+                                                                 hal::DType::f16};
+
+// Dims of a paged attention call.
+struct AttnDims {
+  int64_t T, Hq, Hkv, D, P, Bs, B, max_blocks;
+};
+
+// q, k_cache, v_cache (nullptr when the op has none), block_table, kv_len, cu_q.
+AttnDims check_paged_inputs(const Checker& c, const Tensor& q, const Tensor& k_cache, const Tensor* v_cache,
+                            const Tensor& block_table, const Tensor& kv_len, const Tensor& cu_q);
+
+// out has q's shape and dtype; lse is [rows of q][heads of q] f32.
+void check_out_lse(const Checker& c, const Tensor& q, const Tensor& out, const Tensor& lse);
+
+// `t` is an f32 tensor with the dims of `like` (named `like_arg`).
+void check_f32_like(const Checker& c, const Tensor& t, const char* arg, const Tensor& like, const char* like_arg);
+
+// scale = 0 -> 1/sqrt(dim); a non-finite scale is an error.
+float resolve_scale(const Checker& c, float scale, int64_t dim);
+
+void check_mode(const Checker& c, SelectionMode mode);
+
+// block_idx [NQ][Hs][k >= 1] i32 with Hs = 1 (shared) or Hkv (per_kv_head).
+void check_block_idx(const Checker& c, const Tensor& block_idx, int64_t NQ, SelectionMode mode, int64_t Hkv);
+
+// q, k, v [N][H][D] of patch attention: one activation dtype, one shape.
+void check_patch_qkv(const Checker& c, const Tensor& q, const Tensor& k, const Tensor& v);
+
+// The visual items [n][3] of patch attention cover exactly N patches (host memory only).
+void check_items(const Checker& c, const Tensor& items, int64_t N);
+
+}  // namespace msa::ops::detail
