@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "hal/atomic_file.h"
 #include "hal/error.h"
 #include "hal/json_bounds.h"
 
@@ -220,17 +221,14 @@ void write_safetensors(const std::string& path, const std::map<std::string, Host
   // Pad with spaces so the data section starts 8-byte aligned, as the reference writer does.
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) fail(path, std::string("cannot open for writing: ") + std::strerror(errno));
+  AtomicFile f(path, "safetensors file '" + path + "'");
   uint8_t len_bytes[8];
   uint64_t hlen = header.size();
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(hlen >> (8 * i));
-  f.write(reinterpret_cast<const char*>(len_bytes), 8);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  for (const auto& [name, t] : tensors)
-    f.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-  f.close();
-  if (!f) fail(path, "write failed (disk full?)");
+  f.write(len_bytes, 8);
+  f.write(header);
+  for (const auto& [name, t] : tensors) f.write(t.bytes.data(), t.bytes.size());
+  f.commit();
 }
 
 }  // namespace msa::hal

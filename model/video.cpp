@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "hal/atomic_file.h"
 #include "hal/error.h"
 
 namespace msa::model {
@@ -93,11 +94,11 @@ Video load_ppm_frames(const std::vector<std::string>& paths) {
 }
 
 void save_ppm_frame(const Video& v, int frame, const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error("frames: cannot write '" + path + "'");
-  out << "P6\n" << v.width << " " << v.height << "\n255\n";
   const size_t n = static_cast<size_t>(v.width) * v.height * 3;
-  out.write(reinterpret_cast<const char*>(v.rgb.data() + n * frame), static_cast<std::streamsize>(n));
+  hal::AtomicFile out(path, "frames");
+  out.write("P6\n" + std::to_string(v.width) + " " + std::to_string(v.height) + "\n255\n");
+  out.write(v.rgb.data() + n * frame, n);
+  out.commit();
 }
 
 VisionInput patchify(const Video& v, const VisionConfig& c) {

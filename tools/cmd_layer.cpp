@@ -4,11 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "hal/atomic_file.h"
 #include "hal/error.h"
+#include "hal/host_device.h"
 #include "hal/registry.h"
 #include "tools/commands.h"
 #include "dist/world.h"
@@ -67,9 +68,7 @@ void write_json(const LayerOptions& o, const LayerConfig& c, const std::string& 
   j["fused_select_share"] = fused_select_share(t);
   j["dense_ms"] = t.dense_ms;
   j["attended_fraction"] = attended;
-  std::ofstream f(o.json);
-  if (!f) throw Error("argument '--json': cannot write '" + o.json + "'");
-  f << j.dump(2) << "\n";
+  hal::write_file_atomic(o.json, j.dump(2) + "\n", "argument '--json'");
 }
 
 // Share of equal outputs and the NMSE of a distributed run against the single-device one.

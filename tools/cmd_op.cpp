@@ -1,7 +1,9 @@
 // msa op NAME --in inputs.safetensors --out outputs.safetensors [--param key=value ...]:
 // runs one op on the chosen backend. Tensor and parameter names are the contract's
 // (docs/ops-cli.md lists them per op).
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 
@@ -185,6 +187,9 @@ int run_op(const OpOptions& o) {
     throw Error("argument 'NAME': unknown op '" + o.name + "' (known: " + known + ")");
   }
   OpParams params(o.params);
+  std::error_code ec;
+  if (std::filesystem::equivalent(o.in, o.out, ec))
+    throw Error("argument '--out': '" + o.out + "' is the --in file; write the outputs to another file");
   auto device = hal::create_device(o.backend);
   OpIo io(*device, hal::read_safetensors(o.in));
   it->second(*device, io, params);

@@ -21,7 +21,14 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto& c : commands)
-      if (c.sub->parsed()) return c.run();
+      if (c.sub->parsed()) {
+        const int rc = c.run();
+        // Output that could not be written (a full disk, a closed pipe) is an error.
+        std::cout.flush();
+        if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout))
+          throw msa::Error("cannot write the standard output");
+        return rc;
+      }
   } catch (const msa::Error& e) {
     std::fprintf(stderr, "msa: error: %s\n", e.what());
     return 2;

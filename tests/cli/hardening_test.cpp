@@ -56,4 +56,64 @@ TEST(CliHardening, DeepNestingAndTooManyRanksExit2) {
                "--gpus");
 }
 
+// Class 2: the --in file is never the --out file; concurrent runs on one --out leave one
+// run's whole output; init-weights replaces a model folder whole and refuses a folder
+// holding anything else.
+TEST(CliHardening, WritesReplaceFilesWhole) {
+  const std::string in = write("same.safetensors", {{"x", rnd(DType::f32, {3, 8}, 1)}});
+  const std::string before = slurp(in);
+  expect_exit2(run_cli("op gelu --backend cpu-ref --in " + in + " --out " + in), "argument '--out'");
+  EXPECT_EQ(slurp(in), before);
+
+  // Four runs with different inputs race on one --out: the file is one run's output.
+  std::vector<std::string> expected;
+  std::string race;
+  const std::string out = (temp_dir() / "race.safetensors").string();
+  for (int i = 0; i < 4; ++i) {
+    const std::string f = write("race_in" + std::to_string(i) + ".safetensors",
+                                {{"x", rnd(DType::f32, {256, 256}, 10 + i)}});
+    const std::string alone = (temp_dir() / ("race_alone" + std::to_string(i))).string();
+    ASSERT_EQ(run_cli("op gelu --backend cpu-ref --in " + f + " --out " + alone).code, 0);
+    expected.push_back(slurp(alone));
+    race += std::string(MSA_CLI_PATH) + " op gelu --backend cpu-ref --in " + f + " --out " + out + " & ";
+  }
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(std::system((race + "wait").c_str()), 0);
+    const std::string got = slurp(out);
+    EXPECT_TRUE(got == expected[0] || got == expected[1] || got == expected[2] || got == expected[3])
+        << "round " << round << ": the output mixes runs";
+  }
+
+  const fs::path model = temp_dir() / "model";
+  fs::remove_all(model);
+  ASSERT_EQ(run_cli("init-weights " + model.string() + " --seed 1").code, 0);
+  fs::copy_file(model / "model.safetensors", model / "model-00002-of-00002.safetensors");  // a stale shard
+  ASSERT_EQ(run_cli("init-weights " + model.string() + " --seed 2").code, 0);
+  EXPECT_FALSE(fs::exists(model / "model-00002-of-00002.safetensors"));
+  const Result r = run_cli("run --backend cpu-ref --quiet --gen 1 --prompt-tokens 4 --model " + model.string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const auto& e : fs::directory_iterator(temp_dir()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+
+  const fs::path home = temp_dir() / "not_a_model";
+  fs::create_directories(home);
+  std::ofstream(home / "notes.txt") << "keep";
+  expect_exit2(run_cli("init-weights " + home.string()), "argument 'DIR'");
+  EXPECT_EQ(slurp(home / "notes.txt"), "keep");
+  EXPECT_FALSE(fs::exists(home / "config.json"));
+}
+
+// Class 3: a write that fails (a full device) is an error, never exit 0.
+TEST(CliHardening, FailedWritesExit2) {
+  const std::string in = write("full_in.safetensors", {{"x", rnd(DType::f32, {3, 8}, 1)}});
+  expect_exit2(run_cli("op gelu --backend cpu-ref --in " + in + " --out /dev/full"), "/dev/full");
+  expect_exit2(run_cli("layer --backend cpu-ref --context 64 --iters 1 --config Hq=2 --config Hkv=1 --config Hi=1 "
+                       "--config D=8 --config Di=8 --config Bs=8 --config k=2 --json /dev/full"),
+               "argument '--json'");
+  const fs::path err = temp_dir() / "stderr.txt";
+  const int status = std::system((std::string(MSA_CLI_PATH) + " devices > /dev/full 2> " + err.string()).c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(slurp(err).find("standard output"), std::string::npos) << slurp(err);
+}
+
 }  // namespace
