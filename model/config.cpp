@@ -246,6 +246,9 @@ void validate(const Config& c) {
   auto positive = [](int v, const char* f) { require(v > 0, f, "must be positive, got " + std::to_string(v)); };
   positive(c.hidden_size, "hidden_size");
   positive(c.num_hidden_layers, "num_hidden_layers");
+  // The weights list and the caches are sized per layer: a bound far past any model's.
+  require(c.num_hidden_layers <= kMaxLayers, "num_hidden_layers",
+          "must be <= " + std::to_string(kMaxLayers) + ", got " + std::to_string(c.num_hidden_layers));
   positive(c.num_attention_heads, "num_attention_heads");
   positive(c.num_key_value_heads, "num_key_value_heads");
   positive(c.head_dim, "head_dim");
@@ -295,8 +298,8 @@ void validate(const Config& c) {
           "must be < vocab_size (" + std::to_string(c.vocab_size) + "), got " +
               std::to_string(c.image_token_id));
   const VisionConfig& v = c.vision;
-  require(v.depth >= 0, "vision_config.depth",
-          "must be >= 0 (0 = no vision encoder), got " + std::to_string(v.depth));
+  require(v.depth >= 0 && v.depth <= kMaxLayers, "vision_config.depth",
+          "must be in [0, " + std::to_string(kMaxLayers) + "] (0 = no vision encoder), got " + std::to_string(v.depth));
   if (v.enabled()) {
     positive(v.hidden_size, "vision_config.hidden_size");
     require(v.num_heads > 0 && v.hidden_size % v.num_heads == 0, "vision_config.num_heads",

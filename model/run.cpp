@@ -15,6 +15,7 @@
 #include "dist/head_parallel.h"
 #include "dist/world.h"
 #include "hal/error.h"
+#include "hal/host_device.h"
 #include "hal/registry.h"
 #include "model/generate.h"
 #include "model/logit_check.h"
@@ -28,7 +29,6 @@ double now_ms() {
 }
 
 std::vector<std::vector<int32_t>> make_prompts(const RunOptions& o, const Config& c, int64_t n_vision) {
-  MSA_CHECK_ARG(o.batch >= 1, "run", "batch", "must be >= 1");
   const int64_t base = o.prompt_ids.empty() ? o.prompt_tokens : static_cast<int64_t>(o.prompt_ids.size());
   MSA_CHECK_ARG(base >= 1 || n_vision >= 1, "run", "prompt_tokens", "the prompt is empty");
   for (int32_t t : o.prompt_ids)
@@ -44,6 +44,26 @@ std::vector<std::vector<int32_t>> make_prompts(const RunOptions& o, const Config
     prompts.push_back(build_prompt(c, text, n_vision));
   }
   return prompts;
+}
+
+// The prompts, the KV cache and their positions are sized from --prompt-tokens, --batch,
+// --gen and the video: checked before any is made. Positions are int32; the cache (at
+// least K and V of every layer, 4 bytes per value at most) must fit the device.
+void check_run_size(const RunOptions& o, const Config& c, int64_t n_vision, const hal::Device& device) {
+  const int64_t base = o.prompt_ids.empty() ? o.prompt_tokens : static_cast<int64_t>(o.prompt_ids.size());
+  MSA_CHECK_ARG(base >= 0, "run", "--prompt-tokens", "must be >= 0, got " + std::to_string(base));
+  const int64_t per_seq = base + n_vision + o.gen;
+  MSA_CHECK_ARG(per_seq <= INT32_MAX, "run", "--prompt-tokens",
+                "a sequence of " + std::to_string(per_seq) + " tokens (prompt + video + --gen) is past the int32 positions");
+  const double tokens = static_cast<double>(o.batch) * static_cast<double>(per_seq);
+  const double per_token = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 4.0 + 4.0;
+  const size_t reported = device.info().memory_bytes;
+  const size_t memory = reported > 0 ? reported : hal::host_memory_bytes();
+  if (memory > 0 && tokens * per_token >= static_cast<double>(memory))
+    throw_arg_error("run", "--prompt-tokens",
+                    std::to_string(o.batch) + " sequences of " + std::to_string(per_seq) + " tokens need about " +
+                        std::to_string(static_cast<uint64_t>(tokens * per_token)) + " bytes of KV cache, more than the " +
+                        std::to_string(memory) + " bytes of " + device.name());
 }
 
 // Peak resident memory of this process in MB (Linux; 0 elsewhere).
@@ -90,6 +110,8 @@ int run_rank(const RunOptions& o, const Weights& w, const RankRun& rr, std::ostr
     vin = patchify(v, c.vision);
   }
   const int64_t n_vision = vin ? vision_token_count(*vin, c.vision) : 0;
+  MSA_CHECK_ARG(o.batch >= 1, "run", "--batch", "must be >= 1");
+  check_run_size(o, c, n_vision, *device);
   const auto prompts = make_prompts(o, c, n_vision);
 
   RunReport rep;

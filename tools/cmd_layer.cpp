@@ -113,12 +113,27 @@ int report_dist(const LayerOptions& o, const LayerProblem& prob) {
   return (same == rows && err <= tol) ? 0 : 1;
 }
 
+// The host copies of the problem (caches and queries) must fit the host's memory: checked
+// before any is made, naming --context (and --batch).
+void check_layer_memory(const LayerOptions& o, const LayerConfig& c) {
+  const double slots = static_cast<double>(o.batch) * static_cast<double>((o.context + c.Bs - 1) / c.Bs * c.Bs);
+  const double per_slot = (2.0 * c.Hkv * c.D + c.Di) * hal::dtype_size(c.dtype) + 4.0;
+  const double queries = static_cast<double>(o.batch) * o.q_len * (c.Hq * c.D + c.Hi * c.Di) * hal::dtype_size(c.dtype);
+  const double need = slots * per_slot + queries;
+  const size_t host = hal::host_memory_bytes();
+  if (host > 0 && need >= static_cast<double>(host))
+    throw Error("argument '--context': " + std::to_string(o.batch) + " sequences of " + std::to_string(o.context) +
+                " tokens need about " + std::to_string(static_cast<uint64_t>(need)) +
+                " bytes of caches, more than the host's " + std::to_string(host) + " bytes of memory");
+}
+
 int run_layer(const LayerOptions& o) {
   LayerConfig cfg = parse_layer_config(o.config);
   if (o.batch < 0) throw Error("argument '--batch': must be >= 0");
   if (o.q_len < 0 || o.q_len > o.context) throw Error("argument '--q-len': must be in [0, context]");
   if (o.context < 1 || o.context > (int64_t{1} << 30)) throw Error("argument '--context': must be in [1, 2^30]");
   if (o.iters < 1) throw Error("argument '--iters': must be >= 1");
+  check_layer_memory(o, cfg);
   if (o.gpus > 0) {
     LayerProblem prob(cfg, o.batch, o.context, o.q_len, /*seed=*/1234);
     return report_dist(o, prob);

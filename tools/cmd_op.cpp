@@ -38,9 +38,19 @@ ops::NormKind parse_kind(const std::string& s) {
   throw Error("argument '--param kind': '" + s + "' is not gemma or plain");
 }
 
-int64_t resolve_nq(OpIo& io, OpParams& p, int Qb) {
-  if (p.has("NQ")) return p.get_int("NQ", 0);
-  return ops::count_query_blocks(io.host_i32("cu_q"), io.host_i32("kv_len"), Qb);
+// NQ: --param NQ, else counted from cu_q, kv_len and Qb. Output rows are sized from it
+// before the op runs, so it is checked first: it must be what cu_q, kv_len and Qb give
+// (the op's own rule) and at most `rows`, the rows of the input it indexes.
+int64_t resolve_nq(OpIo& io, OpParams& p, int Qb, int64_t rows, const std::string& rows_of) {
+  const int64_t counted = ops::count_query_blocks(io.host_i32("cu_q"), io.host_i32("kv_len"), Qb);
+  const int64_t nq = p.has("NQ") ? p.get_int("NQ", 0) : counted;
+  if (nq != counted)
+    throw Error("argument '--param NQ': is " + std::to_string(nq) + " but cu_q, kv_len and Qb give " +
+                std::to_string(counted) + " query blocks");
+  if (nq > rows)
+    throw Error("argument 'cu_q': gives " + std::to_string(nq) + " query blocks, more than the " +
+                std::to_string(rows) + " rows of " + rows_of);
+  return nq;
 }
 
 int I(OpParams& p, const char* k, int def) { return static_cast<int>(p.get_int(k, def)); }
@@ -54,7 +64,7 @@ std::map<std::string, Runner> runners() {
     ops::IndexerScoreArgs a;
     a.qi = io.in("qi"), a.ki_cache = io.in("ki_cache"), a.ki_scale = io.opt("ki_scale");
     a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
-    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb);
+    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb, a.qi.shape[0], "qi");
     a.mode = parse_mode(p.get_str("mode", "per_kv_head")), a.pool = parse_pool(p.get_str("pool", "max"));
     a.scale = F(p, "scale", 0);
     a.block_score = io.out("block_score", DType::f32, {a.NQ, a.qi.shape[1], a.block_table.shape[1]});
@@ -63,8 +73,16 @@ std::map<std::string, Runner> runners() {
   r["block_topk"] = [](hal::Device& d, OpIo& io, OpParams& p) {
     ops::BlockTopkArgs a;
     a.block_score = io.in("block_score"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
-    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb);
+    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb, a.block_score.shape[0], "block_score");
     a.Bs = I(p, "Bs", 128), a.k = I(p, "k", 16), a.n_sink = I(p, "n_sink", 0), a.n_local = I(p, "n_local", 1);
+    // A row selects at most its max_blocks blocks (or the forced ones): a larger k only
+    // pads block_idx with -1, so it is refused before block_idx is allocated.
+    const int64_t forced = int64_t{a.n_sink} + std::max(0, a.n_local) + std::max(1, a.Qb / std::max(1, a.Bs));
+    const int64_t max_k = std::max<int64_t>(a.block_score.shape[2], forced);
+    if (a.k > max_k)
+      throw Error("argument '--param k': " + std::to_string(a.k) + " is more than the " + std::to_string(max_k) +
+                  " blocks a row can select (block_score has " + std::to_string(a.block_score.shape[2]) +
+                  " blocks per row)");
     a.block_idx = io.out("block_idx", DType::i32, {a.NQ, a.block_score.shape[1], a.k});
     a.block_cnt = io.out("block_cnt", DType::i32, {a.NQ, a.block_score.shape[1]});
     ops::block_topk(d, a);
@@ -74,7 +92,7 @@ std::map<std::string, Runner> runners() {
     a.q = io.in("q"), a.k_cache = io.in("k_cache"), a.v_cache = io.in("v_cache");
     a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
     a.block_idx = io.in("block_idx");
-    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb);
+    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb, a.q.shape[0], "q");
     a.mode = parse_mode(p.get_str("mode", "per_kv_head")), a.scale = F(p, "scale", 0);
     a.out = io.out("out", a.q.dtype, {a.q.shape[0], a.q.shape[1], a.q.shape[2]});
     a.lse = io.out("lse", DType::f32, {a.q.shape[0], a.q.shape[1]});

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <new>
 
 #include "hal/error.h"
 #include "tools/commands.h"
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
       }
   } catch (const msa::Error& e) {
     std::fprintf(stderr, "msa: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {  // a size from the input that no check bounded
+    std::fprintf(stderr, "msa: error: out of host memory: the arguments ask for more memory than is available\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "msa: internal error: %s\n", e.what());

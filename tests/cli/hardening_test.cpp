@@ -116,4 +116,42 @@ TEST(CliHardening, FailedWritesExit2) {
   EXPECT_NE(slurp(err).find("standard output"), std::string::npos) << slurp(err);
 }
 
+const char* kTinyLayer =
+    "layer --backend cpu-ref --iters 1 --config Hq=2 --config Hkv=1 --config Hi=1 --config D=8 --config Di=8 "
+    "--config Bs=8 --config k=2 ";
+
+// Class 4: sizes that come from parameters or files are checked before anything of that
+// size is allocated, and name the argument (exit 2, never bad_alloc's exit 3).
+TEST(CliHardening, HugeSizesAreCheckedBeforeAllocating) {
+  Tensors topk;
+  topk["block_score"] = rnd(DType::f32, {2, 2, 2}, 13);
+  topk["kv_len"] = ints({2}, {13, 9}), topk["cu_q"] = ints({3}, {0, 1, 2});
+  const std::string in = write("topk_in.safetensors", topk), out = (temp_dir() / "topk_out").string();
+  for (const char* k : {"2147483647", "100000000", "3"})
+    expect_exit2(run_cli("op block_topk --backend cpu-ref --in " + in + " --out " + out + " -p Bs=8 -p k=" + k),
+                 "argument '--param k'");
+  EXPECT_EQ(run_cli("op block_topk --backend cpu-ref --in " + in + " --out " + out + " -p Bs=8 -p k=2").code, 0);
+  // NQ and cu_q size the output rows: they must agree with the inputs first.
+  expect_exit2(run_cli("op block_topk --backend cpu-ref --in " + in + " --out " + out + " -p Bs=8 -p k=2 -p NQ=-1"),
+               "argument '--param NQ': is -1 but cu_q, kv_len and Qb give 2");
+  expect_exit2(run_cli("op block_topk --backend cpu-ref --in " + in + " --out " + out + " -p Bs=8 -p k=2 -p NQ=2000000000"),
+               "argument '--param NQ'");
+  topk["kv_len"] = ints({2}, {2147483647, 9}), topk["cu_q"] = ints({3}, {0, 2147483646, 2147483647});
+  expect_exit2(run_cli("op block_topk --backend cpu-ref --in " + write("topk_cu.safetensors", topk) + " --out " + out +
+                       " -p Bs=8 -p k=2"),
+               "argument 'cu_q'");
+
+  expect_exit2(run_cli("run --backend cpu-ref --quiet --video 8,2147483647,2147483647"), "argument '--video'");
+  expect_exit2(run_cli("run --backend cpu-ref --quiet --prompt-tokens 2000000000"), "argument '--prompt-tokens'");
+  expect_exit2(run_cli(std::string(kTinyLayer) + "--batch 100000 --context 1073741824"), "argument '--context'");
+
+  const fs::path model = temp_dir() / "layers_model";
+  fs::remove_all(model);
+  ASSERT_EQ(run_cli("init-weights " + model.string()).code, 0);
+  nlohmann::json cfg = nlohmann::json::parse(slurp(model / "config.json"));
+  cfg["num_hidden_layers"] = 2147483647;
+  std::ofstream(model / "config.json") << cfg.dump();
+  expect_exit2(run_cli("run --backend cpu-ref --quiet --model " + model.string()), "'num_hidden_layers'");
+}
+
 }  // namespace
