@@ -54,7 +54,9 @@ int64_t resolve_nq(OpIo& io, OpParams& p, int Qb, int64_t rows, const std::strin
 }
 
 int I(OpParams& p, const char* k, int def) { return static_cast<int>(p.get_int(k, def)); }
-float F(OpParams& p, const char* k, double def) { return static_cast<float>(p.get_float(k, def)); }
+float F(OpParams& p, const char* k, float def) { return p.get_float(k, def); }
+// scale: 0 in ops:: means the default 1/sqrt(D); a given scale is never that sentinel.
+float scale_of(OpParams& p) { return p.get_nonzero_float("scale"); }
 
 using Runner = std::function<void(hal::Device&, OpIo&, OpParams&)>;
 
@@ -66,7 +68,7 @@ std::map<std::string, Runner> runners() {
     a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
     a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb, a.qi.shape[0], "qi");
     a.mode = parse_mode(p.get_str("mode", "per_kv_head")), a.pool = parse_pool(p.get_str("pool", "max"));
-    a.scale = F(p, "scale", 0);
+    a.scale = scale_of(p);
     a.block_score = io.out("block_score", DType::f32, {a.NQ, a.qi.shape[1], a.block_table.shape[1]});
     ops::indexer_score(d, a);
   };
@@ -93,7 +95,7 @@ std::map<std::string, Runner> runners() {
     a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
     a.block_idx = io.in("block_idx");
     a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb, a.q.shape[0], "q");
-    a.mode = parse_mode(p.get_str("mode", "per_kv_head")), a.scale = F(p, "scale", 0);
+    a.mode = parse_mode(p.get_str("mode", "per_kv_head")), a.scale = scale_of(p);
     a.out = io.out("out", a.q.dtype, {a.q.shape[0], a.q.shape[1], a.q.shape[2]});
     a.lse = io.out("lse", DType::f32, {a.q.shape[0], a.q.shape[1]});
     ops::sparse_block_attention(d, a);
@@ -102,7 +104,7 @@ std::map<std::string, Runner> runners() {
     ops::DenseAttentionArgs a;
     a.q = io.in("q"), a.k_cache = io.in("k_cache"), a.v_cache = io.in("v_cache");
     a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
-    a.scale = F(p, "scale", 0);
+    a.scale = scale_of(p);
     a.out = io.out("out", a.q.dtype, {a.q.shape[0], a.q.shape[1], a.q.shape[2]});
     a.lse = io.out("lse", DType::f32, {a.q.shape[0], a.q.shape[1]});
     ops::dense_attention(d, a);
@@ -110,7 +112,7 @@ std::map<std::string, Runner> runners() {
   r["patch_attention_3d"] = [](hal::Device& d, OpIo& io, OpParams& p) {
     ops::PatchAttention3dArgs a;
     a.q = io.in("q"), a.k = io.in("k"), a.v = io.in("v"), a.items = io.in("items");
-    a.window = I(p, "window", 4), a.scale = F(p, "scale", 0);
+    a.window = I(p, "window", 4), a.scale = scale_of(p);
     a.out = io.out("out", a.q.dtype, {a.q.shape[0], a.q.shape[1], a.q.shape[2]});
     a.lse = io.out("lse", DType::f32, {a.q.shape[0], a.q.shape[1]});
     ops::patch_attention_3d(d, a);
@@ -134,25 +136,25 @@ std::map<std::string, Runner> runners() {
   };
   r["rms_norm"] = [like](hal::Device& d, OpIo& io, OpParams& p) {
     ops::RmsNormArgs a;
-    a.x = io.in("x"), a.w = io.in("w"), a.eps = F(p, "eps", 1e-6), a.kind = parse_kind(p.get_str("kind", "gemma"));
+    a.x = io.in("x"), a.w = io.in("w"), a.eps = F(p, "eps", 1e-6f), a.kind = parse_kind(p.get_str("kind", "gemma"));
     a.y = like(io, a.x, "y");
     ops::rms_norm(d, a);
   };
   r["layer_norm"] = [like](hal::Device& d, OpIo& io, OpParams& p) {
     ops::LayerNormArgs a;
-    a.x = io.in("x"), a.w = io.in("w"), a.b = io.opt("b"), a.eps = F(p, "eps", 1e-6);
+    a.x = io.in("x"), a.w = io.in("w"), a.b = io.opt("b"), a.eps = F(p, "eps", 1e-6f);
     a.y = like(io, a.x, "y");
     ops::layer_norm(d, a);
   };
   r["rope"] = [like](hal::Device& d, OpIo& io, OpParams& p) {
     ops::RopeArgs a;
-    a.x = io.in("x"), a.pos = io.in("pos"), a.rotary_dim = I(p, "rotary_dim", 0), a.theta = F(p, "theta", 1e4);
+    a.x = io.in("x"), a.pos = io.in("pos"), a.rotary_dim = I(p, "rotary_dim", 0), a.theta = F(p, "theta", 1e4f);
     a.y = like(io, a.x, "y");
     ops::rope(d, a);
   };
   r["rope_3d"] = [like](hal::Device& d, OpIo& io, OpParams& p) {
     ops::Rope3dArgs a;
-    a.x = io.in("x"), a.pos = io.in("pos"), a.theta = F(p, "theta", 1e4);
+    a.x = io.in("x"), a.pos = io.in("pos"), a.theta = F(p, "theta", 1e4f);
     a.y = like(io, a.x, "y");
     ops::rope_3d(d, a);
   };

@@ -154,4 +154,17 @@ TEST(CliHardening, HugeSizesAreCheckedBeforeAllocating) {
   expect_exit2(run_cli("run --backend cpu-ref --quiet --model " + model.string()), "'num_hidden_layers'");
 }
 
+// Class 5: a float parameter that would change in the conversion to float (1e-50 -> 0,
+// which means "default scale") is an error, and 0 is never taken as a user scale.
+TEST(CliHardening, LossyFloatParametersAreRejected) {
+  const std::string in = write("scale_in.safetensors", paged_inputs(DType::f32)), out = (temp_dir() / "o").string();
+  for (const char* bad : {"1e-50", "1e-400", "1e39", "0", "-0"})
+    expect_exit2(run_cli("op dense_attention --backend cpu-ref --in " + in + " --out " + out + " -p scale=" + bad),
+                 "argument '--param scale'");
+  EXPECT_EQ(run_cli("op dense_attention --backend cpu-ref --in " + in + " --out " + out + " -p scale=1e-30").code, 0);
+  const std::string x = write("eps_in.safetensors", {{"x", rnd(DType::f32, {3, 8}, 1)}, {"w", rnd(DType::f32, {8}, 2)}});
+  expect_exit2(run_cli("op rms_norm --backend cpu-ref --in " + x + " --out " + out + " -p eps=1e-50"),
+               "argument '--param eps'");
+}
+
 }  // namespace
