@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <memory>
 #include <ostream>
 #include <sstream>
@@ -163,10 +164,18 @@ int run_rank(const RunOptions& o, const Weights& w, const RankRun& rr, std::ostr
   }
 
   rep.generated.resize(o.batch);
+  bool warned = false;
+  auto warn_nonfinite = [&](int step, const StepResult& sr) {
+    if (sr.finite_logits || warned) return;
+    warned = true;
+    std::cerr << "msa: warning: the logits of step " << step
+              << " are not finite (NaN or Inf): the generated ids are not meaningful (are the weights finite?)\n";
+  };
   double t0 = now_ms();
   StepResult r = sess.prefill();
   rep.prefill_ms = now_ms() - t0;
   rep.prefill_sel = r.selection;
+  warn_nonfinite(0, r);
   if (check_here) check.step(0, r, ref_sess->prefill());
   for (int step = 1;; ++step) {
     for (int b = 0; b < o.batch; ++b) rep.generated[b].push_back(r.ids[b]);
@@ -177,6 +186,7 @@ int run_rank(const RunOptions& o, const Weights& w, const RankRun& rr, std::ostr
     rep.decode_ms += now_ms() - t0;
     rep.decode_sel.merge(r.selection);
     rep.last_sel = r.selection;
+    warn_nonfinite(step, r);
     if (check_here) check.step(step, r, ref_sess->decode(next));
     if (o.progress && (step % 16 == 0 || step + 1 == o.gen))
       out << "  decode step " << step << "/" << o.gen - 1 << "\n" << std::flush;

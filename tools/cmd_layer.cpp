@@ -188,7 +188,8 @@ Command add_layer(CLI::App& app) {
                   "Override a field: Hq, Hkv, D, Hi, Di, Bs, k, n_sink, n_local, Qb, dtype, ki_dtype, mode, pool");
   sub->add_flag("--check", o->check, "Also run on cpu-ref at the same shape and compare");
   sub->add_option("--gpus", o->gpus,
-                  "Split the layer over N ranks (devices 0..N-1 of the backend) and compare with one device");
+                  "Split the layer over N ranks (devices 0..N-1 of the backend) and compare with one device")
+      ->check(CLI::Range(1, dist::kMaxWorld));
   sub->add_option("--json", o->json, "Also write the times to this JSON file");
   sub->add_flag("--queued", o->queued,
                 "Time each op group queued behind device work (device time, as a replayed graph of the step sees it)");

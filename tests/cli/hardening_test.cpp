@@ -167,4 +167,25 @@ TEST(CliHardening, LossyFloatParametersAreRejected) {
                "argument '--param eps'");
 }
 
+// Class 7: --gpus 0, --seed -1 and a repeated --config field are errors; NaN weights make
+// `msa run` say that the logits are not finite.
+TEST(CliHardening, SmallerArgumentRules) {
+  expect_exit2(run_cli(std::string(kTinyLayer) + "--context 64 --gpus 0"), "--gpus");
+  expect_exit2(run_cli("run --backend cpu-ref --quiet --gpus 0"), "--gpus");
+  expect_exit2(run_cli("run --backend cpu-ref --quiet --seed -1"), "--seed");
+  expect_exit2(run_cli("init-weights " + (temp_dir() / "seed_model").string() + " --seed -1"), "--seed");
+  expect_exit2(run_cli(std::string(kTinyLayer) + "--context 64 --config k=4"), "argument '--config': 'k' given twice");
+
+  const fs::path model = temp_dir() / "nan_model";
+  fs::remove_all(model);
+  ASSERT_EQ(run_cli("init-weights " + model.string()).code, 0);
+  Tensors w = msa::hal::read_safetensors((model / "model.safetensors").string());
+  HostTensor& norm = w.at("model.norm.weight");
+  for (int64_t i = 0; i < norm.numel(); ++i) norm.set(i, std::nanf(""));
+  msa::hal::write_safetensors((model / "model.safetensors").string(), w);
+  const Result r = run_cli("run --backend cpu-ref --quiet --gen 2 --prompt-tokens 8 --model " + model.string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("logits of step 0 are not finite"), std::string::npos) << r.output;
+}
+
 }  // namespace
