@@ -117,16 +117,26 @@ HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t lds, size_t nk, float 
   for (int v = 0; v < NV; ++v) {
     float* sv = s + v * N;
     VF mx = neg_inf;
+    // Rows with a visible logit that is NaN or infinite (docs/spec.md, "Non-finite
+    // inputs"): their running sum becomes NaN below, which marks them to the end.
+    auto bad = hn::FirstN(df, 0);
     if (mask) {
       const VF lv = hn::LoadU(df, lim + v * N);
       for (size_t j = 0; j < nk; ++j) {
         const VF kp = hn::Set(df, kpos0 + static_cast<float>(j));
-        const VF x = hn::IfThenElse(hn::Gt(kp, lv), neg_inf, hn::LoadU(df, sv + j * lds));
+        const auto hidden = hn::Gt(kp, lv);
+        const VF raw = hn::LoadU(df, sv + j * lds);
+        bad = hn::Or(bad, hn::AndNot(hidden, hn::Not(hn::IsFinite(raw))));
+        const VF x = hn::IfThenElse(hidden, neg_inf, raw);
         hn::StoreU(x, df, sv + j * lds);
         mx = hn::Max(mx, x);
       }
     } else {
-      for (size_t j = 0; j < nk; ++j) mx = hn::Max(mx, hn::LoadU(df, sv + j * lds));
+      for (size_t j = 0; j < nk; ++j) {
+        const VF raw = hn::LoadU(df, sv + j * lds);
+        bad = hn::Or(bad, hn::Not(hn::IsFinite(raw)));
+        mx = hn::Max(mx, raw);
+      }
     }
     const VF m_old = hn::LoadU(df, m + v * N);
     const VF m_new = hn::Max(m_old, mx);
@@ -149,7 +159,8 @@ HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t lds, size_t nk, float 
       sum0 = hn::Add(sum0, p0);
     }
     const VF l_old = hn::LoadU(df, l + v * N);
-    hn::StoreU(hn::MulAdd(l_old, alpha[v], hn::Add(sum0, sum1)), df, l + v * N);
+    const VF l_new = hn::MulAdd(l_old, alpha[v], hn::Add(sum0, sum1));
+    hn::StoreU(hn::IfThenElse(bad, hn::Set(df, std::numeric_limits<float>::quiet_NaN()), l_new), df, l + v * N);
     hn::StoreU(m_new, df, m + v * N);
   }
 }
@@ -204,6 +215,26 @@ HWY_INLINE void AttendTile(RowGroupState& g, const float* k, const float* v, siz
       default: AttendSub<4>(g, r0, k, v, nk, kpos0, mask); break;
     }
   }
+}
+
+// Writes one finished row (docs/spec.md, "Non-finite inputs"): a NaN sum L (a visible
+// logit was not finite) or a non-finite accumulated value gives NaN in every element of
+// out and in lse; L == 0 (nothing visible) gives out = 0, lse = -inf; otherwise out =
+// o / L and lse = m + log(L). o[d * ldo] is element d of the unnormalised row.
+template <typename T>
+HWY_INLINE void FinishRow(const float* o, size_t ldo, size_t D, float m, float L, T* HWY_RESTRICT out,
+                          float* HWY_RESTRICT lse) {
+  bool bad = std::isnan(L);
+  for (size_t d = 0; d < D && !bad; ++d) bad = !std::isfinite(o[d * ldo]);
+  if (bad) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t d = 0; d < D; ++d) FromF32(nan, out + d);
+    *lse = nan;
+    return;
+  }
+  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  for (size_t d = 0; d < D; ++d) FromF32(o[d * ldo] * inv, out + d);
+  *lse = L > 0.0f ? m + std::log(L) : -std::numeric_limits<float>::infinity();
 }
 
 }  // namespace HWY_NAMESPACE

@@ -84,10 +84,7 @@ void RunPatchTask(const PatchPlan& p, const PatchPlan::Task& task) {
   T* out = static_cast<T*>(p.out);
   for (size_t r = 0; r < g.rows; ++r) {
     const size_t row = (static_cast<size_t>(task.q_begin) + r) * H + h;
-    const float L = g.l[r];
-    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (size_t d = 0; d < D; ++d) FromF32(g.o[d * g.rpad + r] * inv, out + row * D + d);
-    p.lse[row] = L > 0.0f ? g.m[r] + std::log(L) : -std::numeric_limits<float>::infinity();
+    FinishRow(g.o + r, g.rpad, D, g.m[r], g.l[r], out + row * D, p.lse + row);
   }
 }
 
