@@ -70,6 +70,7 @@ layout(std430, binding = 9) writeonly buffer LseBuf { float lse_d[]; };
 #define SEQ_T pc.T
 #include "seq.glsl"
 #include "seq_wg.glsl"
+#include "table_check.glsl"
 
 #if A_TYPE == DT_F32
 #define ES 4u
@@ -225,6 +226,7 @@ void main() {
   if (ok) {
     pos = uint(lk.s.pos0 + (int(t) - lk.s.q0));
     nblk = (uint(lk.s.kvl) + pc.Bs - 1u) / pc.Bs;
+    if (g == 0u && split == 0u && int(t) == lk.s.q0) check_table_row(pc.off_bt + b * pc.max_blocks, nblk, pc.P);
     qb = lk.qb0 + (int(t) - lk.s.q0);  // Qb = 1: one query block per token
     ok = qb < pc.NQ;
   }
