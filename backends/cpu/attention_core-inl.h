@@ -109,16 +109,17 @@ HWY_INLINE void PvTile(const float* HWY_RESTRICT p, size_t lds, const float* HWY
 // returns the rescale factor of the old accumulator per row vector in alpha.
 template <int NV>
 HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t lds, size_t nk, float kpos0, bool mask,
-                            const float* HWY_RESTRICT lim, float* HWY_RESTRICT m, float* HWY_RESTRICT l,
-                            VF* alpha) {
+                            const float* HWY_RESTRICT lim, const float* HWY_RESTRICT vbad, float* HWY_RESTRICT m,
+                            float* HWY_RESTRICT l, VF* alpha) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const VF neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
   for (int v = 0; v < NV; ++v) {
     float* sv = s + v * N;
     VF mx = neg_inf;
-    // Rows with a visible logit that is NaN or infinite (docs/spec.md, "Non-finite
-    // inputs"): their running sum becomes NaN below, which marks them to the end.
+    // Rows with a visible logit that is NaN or infinite, or a visible key whose value row
+    // is not finite (vbad; docs/spec.md, "Non-finite inputs"): their running sum becomes
+    // NaN below, which marks them to the end.
     auto bad = hn::FirstN(df, 0);
     if (mask) {
       const VF lv = hn::LoadU(df, lim + v * N);
@@ -127,6 +128,7 @@ HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t lds, size_t nk, float 
         const auto hidden = hn::Gt(kp, lv);
         const VF raw = hn::LoadU(df, sv + j * lds);
         bad = hn::Or(bad, hn::AndNot(hidden, hn::Not(hn::IsFinite(raw))));
+        if (vbad != nullptr && vbad[j] != 0.0f) bad = hn::Or(bad, hn::Not(hidden));
         const VF x = hn::IfThenElse(hidden, neg_inf, raw);
         hn::StoreU(x, df, sv + j * lds);
         mx = hn::Max(mx, x);
@@ -135,6 +137,7 @@ HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t lds, size_t nk, float 
       for (size_t j = 0; j < nk; ++j) {
         const VF raw = hn::LoadU(df, sv + j * lds);
         bad = hn::Or(bad, hn::Not(hn::IsFinite(raw)));
+        if (vbad != nullptr && vbad[j] != 0.0f) bad = hn::FirstN(df, N);
         mx = hn::Max(mx, raw);
       }
     }
@@ -176,7 +179,32 @@ struct RowGroupState {
   float* l = nullptr;    // [rpad] running sum
   float* lim = nullptr;  // [rpad] last visible key position per row (padding rows copy the last real row)
   float* s = nullptr;    // [max keys per tile][kTileVecs * N] scratch
+  const float* vbad = nullptr;  // per key of the current tile: 1 when its value row was not finite (null: none)
 };
+
+// Zeroes the non-finite elements of the value tile v [nk][D] and flags their keys in
+// vbad[j] (1, else 0), so rows that do not attend such a key keep a finite result while
+// the rows that do are marked NaN (SoftmaxStep). Returns vbad, or null when every value
+// is finite.
+HWY_INLINE const float* ScrubValues(float* HWY_RESTRICT v, size_t nk, size_t D, float* HWY_RESTRICT vbad) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  bool any = false;
+  for (size_t j = 0; j < nk; ++j) {
+    float* row = v + j * D;
+    auto bad = hn::FirstN(df, 0);
+    size_t d = 0;
+    for (; d + N <= D; d += N) bad = hn::Or(bad, hn::Not(hn::IsFinite(hn::LoadU(df, row + d))));
+    bool row_bad = !hn::AllFalse(df, bad);
+    for (; d < D; ++d) row_bad |= !std::isfinite(row[d]);
+    vbad[j] = row_bad ? 1.0f : 0.0f;
+    if (!row_bad) continue;
+    any = true;
+    for (size_t e = 0; e < D; ++e)
+      if (!std::isfinite(row[e])) row[e] = 0.0f;
+  }
+  return any ? vbad : nullptr;
+}
 
 // Sets o = 0, m = -inf, l = 0.
 HWY_INLINE void ResetRows(RowGroupState& g) {
@@ -192,7 +220,7 @@ HWY_INLINE void AttendSub(RowGroupState& g, size_t r0, const float* k, const flo
   const size_t lds = kTileVecs * N;
   VF alpha[NV];
   QkTile<NV>(g.qt + r0, g.rpad, k, nk, g.D, g.s, lds);
-  SoftmaxStep<NV>(g.s, lds, nk, kpos0, mask, g.lim + r0, g.m + r0, g.l + r0, alpha);
+  SoftmaxStep<NV>(g.s, lds, nk, kpos0, mask, g.lim + r0, g.vbad, g.m + r0, g.l + r0, alpha);
   PvTile<NV>(g.s, lds, v, g.D, nk, alpha, g.o + r0, g.rpad);
 }
 

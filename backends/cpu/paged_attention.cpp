@@ -82,6 +82,7 @@ void RunTask(const PagedAttnPlan& p, const PagedAttnPlan::Task& task) {
   const uint8_t* sel = grp.sel_off >= 0 ? p.sel.data() + grp.sel_off : nullptr;
   float* lim_rows = g.lim;
   float* lim_entry = sel != nullptr ? scratch_floats(6, g.rpad) : nullptr;
+  float* vbad = scratch_floats(7, Bs);
   for (int64_t e = e0; e < e1; ++e) {
     const int64_t page = page_of(e);
     if (page < 0) continue;
@@ -90,6 +91,7 @@ void RunTask(const PagedAttnPlan& p, const PagedAttnPlan::Task& task) {
     const size_t base = static_cast<size_t>(page * p.Hkv + grp.kv_head) * slab;
     ConvertRows(kc + base, D, nk, D, nullptr, ktile);
     ConvertRows(vc + base, D, nk, D, nullptr, vtile);
+    g.vbad = ScrubValues(vtile, nk, D, vbad);
     if (sel != nullptr) {
       const uint8_t* se = sel + static_cast<size_t>(e) * ntok;
       for (size_t r = 0; r < g.rpad; ++r) {
