@@ -109,6 +109,7 @@ void main() {
     }
 #endif
   }
+  attn_finish();
 #if SPLIT
   uint o = pc.off_out + (row * pc.n_split + split) * pc.D;
   uint l = pc.off_lse + row * pc.n_split + split;
