@@ -6,7 +6,7 @@
 namespace msa::cases {
 namespace {
 
-Slot* find(CaseData& d, const std::string& name) {
+Slot* slot_named(CaseData& d, const std::string& name) {
   for (Slot& s : d.slots)
     if (s.name == name && !s.absent) return &s;
   return nullptr;
@@ -38,10 +38,10 @@ const char* poison_name(Poison p) {
 void apply_poison(CaseData& d, Poison p, const Pages& pages) {
   if (p == Poison::none || pages.table.empty() || pages.table[0] < 0) return;
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  Slot* q = find(d, "q");
-  Slot* k = find(d, "k_cache");
-  Slot* v = find(d, "v_cache");
-  Slot* ki = find(d, "ki_cache");
+  Slot* q = slot_named(d, "q");
+  Slot* k = slot_named(d, "k_cache");
+  Slot* v = slot_named(d, "v_cache");
+  Slot* ki = slot_named(d, "ki_cache");
   switch (p) {
     case Poison::nan_key: if (k) k->host.set(token0(*k, pages, 1), nan); break;
     case Poison::inf_key: if (k) k->host.set(token0(*k, pages, 1), inf); break;
@@ -61,7 +61,7 @@ void apply_poison(CaseData& d, Poison p, const Pages& pages) {
     case Poison::none: break;
   }
   for (const char* name : {"out", "lse", "block_score"})
-    if (Slot* s = find(d, name)) s->cmp.nan_rows = true;
+    if (Slot* s = slot_named(d, name)) s->cmp.nan_rows = true;
 }
 
 }  // namespace msa::cases
