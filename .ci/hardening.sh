@@ -46,11 +46,14 @@ run_fuzzers() {
       fi
     fi
     # 2. Bounded fuzzing from the seed corpus (copied: the repo corpus is not modified).
-    stamp "fuzz_$target: ${fuzz_seconds}s"
+    # File parsers get inputs up to 256 KB: deep nesting (100k levels) needs 200 KB.
+    local max_len=4096
+    [ "$target" != ops ] && max_len=262144
+    stamp "fuzz_$target: ${fuzz_seconds}s, inputs up to $max_len bytes"
     mkdir -p "$work/corpus_$target"
     cp -n fuzz/corpus/$target/* "$work/corpus_$target/" 2>/dev/null || true
     if MSA_FUZZ_STATS=1 "$bin" "$work/corpus_$target" "${dict[@]}" -max_total_time="$fuzz_seconds" \
-         -timeout=10 -rss_limit_mb=2048 -max_len=4096 -print_final_stats=1 \
+         -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" -print_final_stats=1 \
          -artifact_prefix="$work/$target-" >"$work/$target.log" 2>&1; then
       grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added)|^fuzz_ops:' \
         "$work/$target.log" | sed "s/^/  fuzz_$target /"

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "dist/host_group.h"
@@ -18,15 +20,17 @@ namespace msa::dist {
 
 int world_size_from(int flag) {
   if (flag != 0) {
-    MSA_CHECK_ARG(flag >= 1, "dist", "--gpus", "must be >= 1, got " + std::to_string(flag));
+    MSA_CHECK_ARG(flag >= 1 && flag <= kMaxWorld, "dist", "--gpus",
+                  "must be in [1, " + std::to_string(kMaxWorld) + "], got " + std::to_string(flag));
     return flag;
   }
   const char* env = std::getenv("MSA_WORLD_SIZE");
   if (env == nullptr || *env == '\0') return 1;
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
-  if (*end != '\0' || v < 1 || v > 1024)
-    throw Error(std::string("dist: MSA_WORLD_SIZE='") + env + "' is not a world size in [1, 1024]");
+  if (*end != '\0' || v < 1 || v > kMaxWorld)
+    throw Error("dist: MSA_WORLD_SIZE='" + clip(env) + "' is not a world size in [1, " + std::to_string(kMaxWorld) +
+                "]");
   return static_cast<int>(v);
 }
 
@@ -77,6 +81,8 @@ World::~World() {
 
 void World::run(const std::function<void(Communicator&)>& fn) {
   std::mutex m;
+  std::condition_variable started;
+  enum class Start { waiting, go, cancel } start = Start::waiting;
   std::exception_ptr first;
   auto body = [&](int r) {
     try {
@@ -92,8 +98,34 @@ void World::run(const std::function<void(Communicator&)>& fn) {
       for (auto& c : comms_) c->abort();
     }
   };
+  // Every rank's thread exists before any rank runs: a thread that cannot be created
+  // (too many ranks for the host's limits) cancels the run before a collective waits
+  // for a rank that never starts.
+  auto ranked = [&](int r) {
+    {
+      std::unique_lock<std::mutex> lock(m);
+      started.wait(lock, [&] { return start != Start::waiting; });
+      if (start == Start::cancel) return;
+    }
+    body(r);
+  };
   std::vector<std::thread> threads;
-  for (int r = 1; r < size(); ++r) threads.emplace_back(body, r);
+  auto release = [&](Start s) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      start = s;
+    }
+    started.notify_all();
+  };
+  try {
+    for (int r = 1; r < size(); ++r) threads.emplace_back(ranked, r);
+  } catch (const std::system_error& e) {
+    release(Start::cancel);
+    for (auto& t : threads) t.join();
+    throw Error("dist: argument '--gpus': cannot start the thread of rank " + std::to_string(threads.size() + 1) +
+                " of " + std::to_string(size()) + ": " + e.what());
+  }
+  release(Start::go);
   body(0);
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);

@@ -13,8 +13,12 @@
 
 namespace msa::dist {
 
+// Most ranks a world may have.
+constexpr int kMaxWorld = 1024;
+
 // The world size asked for: `flag` when > 0, else MSA_WORLD_SIZE, else 1. Throws
-// msa::Error naming --gpus for a value < 1 or an unparsable environment value.
+// msa::Error naming --gpus for a value outside [1, kMaxWorld] or an unparsable
+// environment value.
 int world_size_from(int flag);
 
 class World {

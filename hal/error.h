@@ -2,14 +2,30 @@
 // bad files, an absent device, a device-side validation flag) becomes one of these,
 // naming the argument or resource and what was wrong. The CLI maps it to exit code 2.
 #pragma once
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace msa {
 
+// Longest message an Error keeps; a longer one is cut (clip) so that no input, however
+// large, makes a message of unbounded length.
+constexpr size_t kMaxErrorChars = 2048;
+
+// `s` when it has at most `max_chars` characters, else its first `max_chars` (never
+// ending inside a UTF-8 sequence) and "...". For names and values quoted in messages.
+// (Inline: header-only users of hal/env.h link no msa library.)
+inline std::string clip(std::string_view s, size_t max_chars = 64) {
+  if (s.size() <= max_chars) return std::string(s);
+  size_t n = max_chars;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // s[n] continues a sequence
+  return std::string(s.substr(0, n)) + "...";
+}
+
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what) : std::runtime_error(clip(what, kMaxErrorChars)) {}
 };
 
 // An Error caused by one argument of a call (a shape, dtype, value or file the caller

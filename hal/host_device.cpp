@@ -79,13 +79,19 @@ DeviceInfo HostDevice::info() const {
   return i;
 }
 
+size_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page);
+}
+
 BufferPtr HostDevice::alloc(size_t bytes) {
   // Refuse what cannot fit before asking the allocator: the padding below must not wrap,
   // and sanitizer allocators abort on absurd sizes instead of throwing bad_alloc.
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page > 0 && bytes / static_cast<size_t>(page) >= static_cast<size_t>(pages))
+  const size_t host = host_memory_bytes();
+  if (host > 0 && bytes >= host)
     throw Error(name_ + ": cannot allocate " + std::to_string(bytes) + " bytes: more than the host's " +
-                std::to_string(static_cast<size_t>(pages) * static_cast<size_t>(page)) + " bytes of memory");
+                std::to_string(host) + " bytes of memory");
   // Round up so vector kernels may load whole 64-byte lines at the end of a tensor.
   const size_t padded = (bytes + kAlign - 1) / kAlign * kAlign + kAlign;
   void* p = nullptr;

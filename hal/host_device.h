@@ -8,6 +8,10 @@
 
 namespace msa::hal {
 
+// Physical memory of the host in bytes (0 when unknown): the bound host allocations
+// driven by input sizes are checked against before they are made.
+size_t host_memory_bytes();
+
 class HostDevice : public Device {
  public:
   HostDevice(std::string name, std::string backend, KernelTable table, int threads);

@@ -1,19 +1,29 @@
 #include "hal/host_tensor.h"
 
+#include <new>
 #include <sstream>
 
 #include "hal/error.h"
+#include "hal/host_device.h"
 
 namespace msa::hal {
 
 HostTensor::HostTensor(DType t, std::vector<int64_t> dims) : dtype(t), shape(std::move(dims)) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) throw Error("host tensor: negative dimension");
-    if (d != 0 && n > (int64_t{1} << 40) / d) throw Error("host tensor: too many elements");
+    if (d < 0) throw Error("host tensor " + str() + ": negative dimension");
+    if (d != 0 && n > (int64_t{1} << 40) / d) throw Error("host tensor " + str() + ": too many elements");
     n *= d;
   }
-  bytes.assign(static_cast<size_t>(n) * dtype_size(t), 0);
+  const size_t size = static_cast<size_t>(n) * dtype_size(t), host = host_memory_bytes();
+  if (host > 0 && size >= host)
+    throw Error("host tensor " + str() + ": cannot allocate " + std::to_string(size) +
+                " bytes: more than the host's " + std::to_string(host) + " bytes of memory");
+  try {
+    bytes.assign(size, 0);
+  } catch (const std::bad_alloc&) {
+    throw Error("host tensor " + str() + ": cannot allocate " + std::to_string(size) + " bytes of host memory");
+  }
 }
 
 int64_t HostTensor::numel() const {

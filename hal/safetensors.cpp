@@ -14,7 +14,9 @@
 #include <tuple>
 #include <vector>
 
+#include "hal/atomic_file.h"
 #include "hal/error.h"
+#include "hal/json_bounds.h"
 
 namespace msa::hal {
 namespace {
@@ -69,7 +71,7 @@ struct Entry {
 
 Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& j,
                   uint64_t data_bytes) {
-  const std::string where = "tensor '" + name + "': ";
+  const std::string where = "tensor '" + clip(name) + "': ";
   if (!j.is_object()) fail(path, where + "header entry is not an object");
   Entry e;
   e.name = name;
@@ -81,7 +83,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   for (const auto& d : kDTypes)
     if (dname == d.name) found = &d;
   if (found == nullptr)
-    fail(path, where + "unsupported dtype '" + dname + "' (expected F32, F16, BF16, I32 or F8_E4M3)");
+    fail(path, where + "unsupported dtype '" + clip(dname) + "' (expected F32, F16, BF16, I32 or F8_E4M3)");
   e.dtype = found->dtype;
 
   auto sh = j.find("shape");
@@ -89,18 +91,18 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   uint64_t numel = 1;
   for (const auto& d : *sh) {
     uint64_t v = 0;
-    if (!as_u64(d, v)) fail(path, where + "shape " + sh->dump() + " has a negative or non-integer dim");
+    if (!as_u64(d, v)) fail(path, where + "shape " + json_excerpt(*sh) + " has a negative or non-integer dim");
     if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      fail(path, where + "shape " + sh->dump() + " has a dim too large");
+      fail(path, where + "shape " + json_excerpt(*sh) + " has a dim too large");
     if (v != 0 && numel > std::numeric_limits<uint64_t>::max() / v)
-      fail(path, where + "shape " + sh->dump() + " overflows the element count");
+      fail(path, where + "shape " + json_excerpt(*sh) + " overflows the element count");
     numel *= v;
     e.shape.push_back(static_cast<int64_t>(v));
   }
   const uint64_t esize = dtype_size(e.dtype);
   if (numel > std::numeric_limits<uint64_t>::max() / esize ||
       numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    fail(path, where + "shape " + sh->dump() + " overflows the byte size");
+    fail(path, where + "shape " + json_excerpt(*sh) + " overflows the byte size");
   const uint64_t nbytes = numel * esize;
 
   auto off = j.find("data_offsets");
@@ -108,11 +110,11 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
       !as_u64((*off)[1], e.end))
     fail(path, where + "'data_offsets' must be two non-negative integers");
   if (e.begin > e.end || e.end > data_bytes)
-    fail(path, where + "data_offsets " + off->dump() + " out of range of the " +
+    fail(path, where + "data_offsets " + json_excerpt(*off) + " out of range of the " +
                    std::to_string(data_bytes) + "-byte data section");
   if (e.end - e.begin != nbytes)
-    fail(path, where + "data_offsets " + off->dump() + " span " + std::to_string(e.end - e.begin) +
-                   " bytes but dtype " + dname + " shape " + sh->dump() + " needs " +
+    fail(path, where + "data_offsets " + json_excerpt(*off) + " span " + std::to_string(e.end - e.begin) +
+                   " bytes but dtype " + dname + " shape " + json_excerpt(*sh) + " needs " +
                    std::to_string(nbytes));
   return e;
 }
@@ -144,8 +146,9 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path,
   std::string header(static_cast<size_t>(hlen), '\0');
   f.read(header.data(), static_cast<std::streamsize>(hlen));
   if (!f) fail(path, "cannot read the " + std::to_string(hlen) + "-byte header");
-  const nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail(path, "header is not valid JSON");
+  // Bounded parse: no NUL, shallow nesting, each tensor name once (json objects keep one
+  // value per key, so a repeated name would otherwise silently replace the first).
+  const nlohmann::json j = parse_json_bounded(header, "safetensors file '" + path + "': header");
   if (!j.is_object()) fail(path, "header is not a JSON object");
 
   const uint64_t data_start = 8 + hlen, data_bytes = file_bytes - data_start;
@@ -155,7 +158,7 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path,
     if (it.key() == "__metadata__") {
       if (!it->is_object()) fail(path, "'__metadata__' is not an object");
       for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) fail(path, "'__metadata__' value '" + m.key() + "' is not a string");
+        if (!m->is_string()) fail(path, "'__metadata__' value '" + clip(m.key()) + "' is not a string");
         if (metadata != nullptr) (*metadata)[m.key()] = m->get<std::string>();
       }
       continue;
@@ -172,7 +175,7 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path,
             [](const Entry* a, const Entry* b) { return std::tie(a->begin, a->end) < std::tie(b->begin, b->end); });
   for (size_t i = 1; i < order.size(); ++i)
     if (order[i]->begin < order[i - 1]->end)
-      fail(path, "tensors '" + order[i - 1]->name + "' and '" + order[i]->name + "' overlap");
+      fail(path, "tensors '" + clip(order[i - 1]->name) + "' and '" + clip(order[i]->name) + "' overlap");
 
   std::map<std::string, HostTensor> out;
   for (const auto& e : entries) {
@@ -180,7 +183,7 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path,
     if (e.end > e.begin) {
       f.seekg(static_cast<std::streamoff>(data_start + e.begin));
       f.read(reinterpret_cast<char*>(t.bytes.data()), static_cast<std::streamsize>(e.end - e.begin));
-      if (!f) fail(path, "tensor '" + e.name + "': read failed (file truncated while reading?)");
+      if (!f) fail(path, "tensor '" + clip(e.name) + "': read failed (file truncated while reading?)");
     }
     out.emplace(e.name, std::move(t));
   }
@@ -218,17 +221,14 @@ void write_safetensors(const std::string& path, const std::map<std::string, Host
   // Pad with spaces so the data section starts 8-byte aligned, as the reference writer does.
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) fail(path, std::string("cannot open for writing: ") + std::strerror(errno));
+  AtomicFile f(path, "safetensors file '" + path + "'");
   uint8_t len_bytes[8];
   uint64_t hlen = header.size();
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(hlen >> (8 * i));
-  f.write(reinterpret_cast<const char*>(len_bytes), 8);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  for (const auto& [name, t] : tensors)
-    f.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-  f.close();
-  if (!f) fail(path, "write failed (disk full?)");
+  f.write(len_bytes, 8);
+  f.write(header);
+  for (const auto& [name, t] : tensors) f.write(t.bytes.data(), t.bytes.size());
+  f.commit();
 }
 
 }  // namespace msa::hal

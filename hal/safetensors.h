@@ -18,8 +18,9 @@ std::map<std::string, HostTensor> read_safetensors(
     const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 
 // Writes `tensors` (in name order, densely packed, header padded to 8 bytes) and the
-// optional metadata to `path`, replacing the file. Throws msa::Error when the file
-// cannot be written or a tensor's byte size does not match its shape.
+// optional metadata to `path`, replacing the file whole (hal::AtomicFile: a reader or a
+// crash sees the old file or the new one). Throws msa::Error when any write fails or a
+// tensor's byte size does not match its shape; the old file is then left as it was.
 void write_safetensors(const std::string& path, const std::map<std::string, HostTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 

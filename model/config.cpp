@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "hal/error.h"
+#include "hal/json_bounds.h"
 
 namespace msa::model {
 namespace {
@@ -22,13 +24,9 @@ using nlohmann::json;
   throw Error("config.json: field '" + field + "': " + what);
 }
 
-// A JSON value as it appears in a message: its JSON text, except non-finite numbers (a
-// json built in C++ can hold them; dump() would print `null`).
-std::string show(const json& v) {
-  if (v.is_number_float() && !std::isfinite(v.get<double>()))
-    return std::isnan(v.get<double>()) ? "nan" : v.get<double>() > 0 ? "inf" : "-inf";
-  return v.dump();
-}
+// A JSON value as it appears in a message: a short excerpt of its JSON text (non-finite
+// numbers, which a json built in C++ can hold, as nan / inf).
+std::string show(const json& v) { return hal::json_excerpt(v); }
 
 std::string show(double v) {
   char buf[32];
@@ -57,21 +55,23 @@ int get_int(const json& j, const std::string& prefix, const char* name,
     return *fallback;
   }
   const json& v = *it;
-  const std::string out_of_range =
-      "out of range: must be an integer in [-2147483648, 2147483647], got " + show(v);
+  // The message is built only on failure, from a bounded excerpt of the value.
+  auto out_of_range = [&] {
+    field_error(field, "out of range: must be an integer in [-2147483648, 2147483647], got " + show(v));
+  };
   if (v.is_number_unsigned()) {  // before is_number_integer(), which is also true for it
-    if (v.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)) field_error(field, out_of_range);
+    if (v.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)) out_of_range();
     return static_cast<int>(v.get<uint64_t>());
   }
   if (v.is_number_integer()) {
     const auto i = v.get<int64_t>();
-    if (i < INT32_MIN || i > INT32_MAX) field_error(field, out_of_range);
+    if (i < INT32_MIN || i > INT32_MAX) out_of_range();
     return static_cast<int>(i);
   }
   if (v.is_number_float()) {
     const double d = v.get<double>();
     if (std::isfinite(d) && std::floor(d) == d) {
-      if (d < INT32_MIN || d > INT32_MAX) field_error(field, out_of_range);  // cast would be UB
+      if (d < INT32_MIN || d > INT32_MAX) out_of_range();  // cast would be UB
       return static_cast<int>(d);
     }
   }
@@ -82,7 +82,7 @@ float get_float(const json& j, const std::string& prefix, const char* name, floa
   const std::string field = prefix + name;
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_number()) field_error(field, "must be a number, got " + it->dump());
+  if (!it->is_number()) field_error(field, "must be a number, got " + show(*it));
   check_float_range(it->get<double>(), field, show(*it));
   return static_cast<float>(it->get<double>());
 }
@@ -90,14 +90,14 @@ float get_float(const json& j, const std::string& prefix, const char* name, floa
 bool get_bool(const json& j, const char* name, bool fallback) {
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) field_error(name, "must be true or false, got " + it->dump());
+  if (!it->is_boolean()) field_error(name, "must be true or false, got " + show(*it));
   return it->get<bool>();
 }
 
 std::string get_string(const json& j, const char* name, const std::string& fallback) {
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_string()) field_error(name, "must be a string, got " + it->dump());
+  if (!it->is_string()) field_error(name, "must be a string, got " + show(*it));
   return it->get<std::string>();
 }
 
@@ -165,14 +165,14 @@ Config parse_config(const json& j) {
   } else if (score == "lse") {
     c.sparse_score_type = ops::Pool::lse;
   } else {
-    field_error("sparse_score_type", "must be \"max\" or \"lse\", got \"" + score + "\"");
+    field_error("sparse_score_type", "must be \"max\" or \"lse\", got " + show(json(score)));
   }
   c.image_token_id = get_int(j, "", "image_token_id", -1);
   const std::string dt = get_string(j, "torch_dtype", "bfloat16");
   try {
     c.torch_dtype = hal::parse_dtype(dt, "torch_dtype");
   } catch (const Error&) {
-    field_error("torch_dtype", "unknown dtype \"" + dt + "\"");
+    field_error("torch_dtype", "unknown dtype " + show(json(dt)));
   }
   if (j.contains("vision_config") && !j["vision_config"].is_null())
     c.vision = parse_vision(j["vision_config"]);
@@ -181,15 +181,19 @@ Config parse_config(const json& j) {
 }
 
 Config load_config(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("config: cannot open '" + path + "'");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error("config: '" + path + "' is not valid JSON: " + e.what());
-  }
-  return parse_config(j);
+  // A config.json is a few KB; a file past this bound is not one (and is not read whole).
+  constexpr std::streamoff kMaxConfigBytes = 16 << 20;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size > kMaxConfigBytes)
+    throw Error("config: '" + path + "' is " + std::to_string(size) + " bytes, more than a config.json's " +
+                std::to_string(kMaxConfigBytes));
+  in.seekg(0);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error("config: cannot read '" + path + "'");
+  return parse_config(hal::parse_json_bounded(text, "config: '" + path + "'"));
 }
 
 json to_json(const Config& c) {
@@ -242,6 +246,9 @@ void validate(const Config& c) {
   auto positive = [](int v, const char* f) { require(v > 0, f, "must be positive, got " + std::to_string(v)); };
   positive(c.hidden_size, "hidden_size");
   positive(c.num_hidden_layers, "num_hidden_layers");
+  // The weights list and the caches are sized per layer: a bound far past any model's.
+  require(c.num_hidden_layers <= kMaxLayers, "num_hidden_layers",
+          "must be <= " + std::to_string(kMaxLayers) + ", got " + std::to_string(c.num_hidden_layers));
   positive(c.num_attention_heads, "num_attention_heads");
   positive(c.num_key_value_heads, "num_key_value_heads");
   positive(c.head_dim, "head_dim");
@@ -291,8 +298,8 @@ void validate(const Config& c) {
           "must be < vocab_size (" + std::to_string(c.vocab_size) + "), got " +
               std::to_string(c.image_token_id));
   const VisionConfig& v = c.vision;
-  require(v.depth >= 0, "vision_config.depth",
-          "must be >= 0 (0 = no vision encoder), got " + std::to_string(v.depth));
+  require(v.depth >= 0 && v.depth <= kMaxLayers, "vision_config.depth",
+          "must be in [0, " + std::to_string(kMaxLayers) + "] (0 = no vision encoder), got " + std::to_string(v.depth));
   if (v.enabled()) {
     positive(v.hidden_size, "vision_config.hidden_size");
     require(v.num_heads > 0 && v.hidden_size % v.num_heads == 0, "vision_config.num_heads",

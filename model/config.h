@@ -76,6 +76,9 @@ struct Config {
   }
 };
 
+// Most layers (num_hidden_layers, vision_config.depth) a config may have.
+constexpr int kMaxLayers = 4096;
+
 // Parses a config.json document. Missing optional fields take M3's values; a missing
 // required field or a bad value throws msa::Error naming the field.
 Config parse_config(const nlohmann::json& j);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "hal/error.h"
 #include "model/vision.h"
@@ -73,13 +74,16 @@ void Session::collect(const StepOutput& out, const std::vector<int>& rows_seq, S
   if (!rows_seq.empty()) {
     const hal::HostTensor ids = run.download(out.ids);
     for (size_t i = 0; i < rows_seq.size(); ++i) r.ids[rows_seq[i]] = ids.data<int32_t>()[i];
-    if (opt_.keep_logits) {
-      const hal::HostTensor lg = run.download(out.logits);
-      const int64_t V = lg.shape[1];
-      for (size_t i = 0; i < rows_seq.size(); ++i) {
-        auto& dst = r.logits[rows_seq[i]];
-        dst.resize(static_cast<size_t>(V));
-        for (int64_t j = 0; j < V; ++j) dst[j] = lg.get(static_cast<size_t>(i * V + j));
+    // Greedy ids of non-finite logits mean nothing: the step says so (finite_logits).
+    const hal::HostTensor lg = run.download(out.logits);
+    const int64_t V = lg.shape[1];
+    for (size_t i = 0; i < rows_seq.size(); ++i) {
+      std::vector<float>* dst = opt_.keep_logits ? &r.logits[rows_seq[i]] : nullptr;
+      if (dst != nullptr) dst->resize(static_cast<size_t>(V));
+      for (int64_t j = 0; j < V; ++j) {
+        const float x = lg.get(static_cast<size_t>(i * V + j));
+        if (!std::isfinite(x)) r.finite_logits = false;
+        if (dst != nullptr) (*dst)[j] = x;
       }
     }
   }

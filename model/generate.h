@@ -63,6 +63,7 @@ struct SessionOptions {
 // The result of a prefill (for each sequence, its last prompt token) or a decode step.
 struct StepResult {
   std::vector<int32_t> ids;                // greedy next token of each sequence
+  bool finite_logits = true;               // false when a logit of the step is NaN or infinite
   std::vector<std::vector<float>> logits;  // [seq][vocab] with keep_logits
   std::vector<hal::HostTensor> block_idx;  // with collect_selection: per forward, per MSA layer
   SelectionStats selection;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <memory>
 #include <ostream>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "dist/head_parallel.h"
 #include "dist/world.h"
 #include "hal/error.h"
+#include "hal/host_device.h"
 #include "hal/registry.h"
 #include "model/generate.h"
 #include "model/logit_check.h"
@@ -23,12 +25,11 @@
 namespace msa::model {
 namespace {
 
-double now_ms() {
+double wall_clock_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::vector<std::vector<int32_t>> make_prompts(const RunOptions& o, const Config& c, int64_t n_vision) {
-  MSA_CHECK_ARG(o.batch >= 1, "run", "batch", "must be >= 1");
   const int64_t base = o.prompt_ids.empty() ? o.prompt_tokens : static_cast<int64_t>(o.prompt_ids.size());
   MSA_CHECK_ARG(base >= 1 || n_vision >= 1, "run", "prompt_tokens", "the prompt is empty");
   for (int32_t t : o.prompt_ids)
@@ -44,6 +45,26 @@ std::vector<std::vector<int32_t>> make_prompts(const RunOptions& o, const Config
     prompts.push_back(build_prompt(c, text, n_vision));
   }
   return prompts;
+}
+
+// The prompts, the KV cache and their positions are sized from --prompt-tokens, --batch,
+// --gen and the video: checked before any is made. Positions are int32; the cache (at
+// least K and V of every layer, 4 bytes per value at most) must fit the device.
+void check_run_size(const RunOptions& o, const Config& c, int64_t n_vision, const hal::Device& device) {
+  const int64_t base = o.prompt_ids.empty() ? o.prompt_tokens : static_cast<int64_t>(o.prompt_ids.size());
+  MSA_CHECK_ARG(base >= 0, "run", "--prompt-tokens", "must be >= 0, got " + std::to_string(base));
+  const int64_t per_seq = base + n_vision + o.gen;
+  MSA_CHECK_ARG(per_seq <= INT32_MAX, "run", "--prompt-tokens",
+                "a sequence of " + std::to_string(per_seq) + " tokens (prompt + video + --gen) is past the int32 positions");
+  const double tokens = static_cast<double>(o.batch) * static_cast<double>(per_seq);
+  const double per_token = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 4.0 + 4.0;
+  const size_t reported = device.info().memory_bytes;
+  const size_t memory = reported > 0 ? reported : hal::host_memory_bytes();
+  if (memory > 0 && tokens * per_token >= static_cast<double>(memory))
+    throw_arg_error("run", "--prompt-tokens",
+                    std::to_string(o.batch) + " sequences of " + std::to_string(per_seq) + " tokens need about " +
+                        std::to_string(static_cast<uint64_t>(tokens * per_token)) + " bytes of KV cache, more than the " +
+                        std::to_string(memory) + " bytes of " + device.name());
 }
 
 // Peak resident memory of this process in MB (Linux; 0 elsewhere).
@@ -90,6 +111,8 @@ int run_rank(const RunOptions& o, const Weights& w, const RankRun& rr, std::ostr
     vin = patchify(v, c.vision);
   }
   const int64_t n_vision = vin ? vision_token_count(*vin, c.vision) : 0;
+  MSA_CHECK_ARG(o.batch >= 1, "run", "--batch", "must be >= 1");
+  check_run_size(o, c, n_vision, *device);
   const auto prompts = make_prompts(o, c, n_vision);
 
   RunReport rep;
@@ -108,9 +131,9 @@ int run_rank(const RunOptions& o, const Weights& w, const RankRun& rr, std::ostr
   // Vision: encode once, one copy of its rows per sequence.
   hal::Device::Owned vis_all;
   if (vin) {
-    const double t0 = now_ms();
+    const double t0 = wall_clock_ms();
     vis_all = encode_video_rows(model, *vin, o.batch);
-    rep.vision_ms = now_ms() - t0;
+    rep.vision_ms = wall_clock_ms() - t0;
   }
 
   SessionOptions so;
@@ -141,20 +164,29 @@ int run_rank(const RunOptions& o, const Weights& w, const RankRun& rr, std::ostr
   }
 
   rep.generated.resize(o.batch);
-  double t0 = now_ms();
+  bool warned = false;
+  auto warn_nonfinite = [&](int step, const StepResult& sr) {
+    if (sr.finite_logits || warned) return;
+    warned = true;
+    std::cerr << "msa: warning: the logits of step " << step
+              << " are not finite (NaN or Inf): the generated ids are not meaningful (are the weights finite?)\n";
+  };
+  double t0 = wall_clock_ms();
   StepResult r = sess.prefill();
-  rep.prefill_ms = now_ms() - t0;
+  rep.prefill_ms = wall_clock_ms() - t0;
   rep.prefill_sel = r.selection;
+  warn_nonfinite(0, r);
   if (check_here) check.step(0, r, ref_sess->prefill());
   for (int step = 1;; ++step) {
     for (int b = 0; b < o.batch; ++b) rep.generated[b].push_back(r.ids[b]);
     if (step == o.gen) break;
     const std::vector<int32_t> next = r.ids;
-    t0 = now_ms();
+    t0 = wall_clock_ms();
     r = sess.decode(next);
-    rep.decode_ms += now_ms() - t0;
+    rep.decode_ms += wall_clock_ms() - t0;
     rep.decode_sel.merge(r.selection);
     rep.last_sel = r.selection;
+    warn_nonfinite(step, r);
     if (check_here) check.step(step, r, ref_sess->decode(next));
     if (o.progress && (step % 16 == 0 || step + 1 == o.gen))
       out << "  decode step " << step << "/" << o.gen - 1 << "\n" << std::flush;

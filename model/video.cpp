@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "hal/atomic_file.h"
 #include "hal/error.h"
 
 namespace msa::model {
@@ -46,9 +47,21 @@ int ppm_int(std::istream& in, const std::string& path, const char* what) {
 
 }  // namespace
 
+void check_video_size(int64_t frames, int64_t height, int64_t width, const std::string& arg) {
+  // Each factor is below 2^31: the products are checked by division, never overflowing.
+  const uint64_t pixels = kMaxVideoBytes / 3;
+  MSA_CHECK_ARG(frames >= 1 && height >= 1 && width >= 1 &&
+                    static_cast<uint64_t>(height) <= pixels / static_cast<uint64_t>(width) &&
+                    static_cast<uint64_t>(frames) <= pixels / static_cast<uint64_t>(height * width),
+                "video", arg,
+                std::to_string(frames) + " frames of " + std::to_string(width) + "x" + std::to_string(height) +
+                    " pixels are more than the " + std::to_string(kMaxVideoBytes >> 20) + " MiB of RGB a video may have");
+}
+
 Video synthetic_video(int frames, int height, int width, uint64_t seed) {
-  MSA_CHECK_ARG(frames >= 1 && height >= 1 && width >= 1, "video", "frames,height,width",
-                "must all be >= 1");
+  MSA_CHECK_ARG(frames >= 1 && height >= 1 && width >= 1, "video", "--video",
+                "frames, height and width must all be >= 1");
+  check_video_size(frames, height, width, "--video");
   Video v{frames, height, width, {}};
   v.rgb.resize(static_cast<size_t>(frames) * height * width * 3);
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -82,6 +95,7 @@ Video load_ppm_frames(const std::vector<std::string>& paths) {
       throw Error("frames: '" + path + "' is " + std::to_string(w) + "x" + std::to_string(h) +
                   ", the first frame " + std::to_string(v.width) + "x" + std::to_string(v.height));
     }
+    check_video_size(v.frames + 1, h, w, "--frames");
     const size_t n = static_cast<size_t>(w) * h * 3;
     const size_t off = v.rgb.size();
     v.rgb.resize(off + n);
@@ -93,11 +107,11 @@ Video load_ppm_frames(const std::vector<std::string>& paths) {
 }
 
 void save_ppm_frame(const Video& v, int frame, const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error("frames: cannot write '" + path + "'");
-  out << "P6\n" << v.width << " " << v.height << "\n255\n";
   const size_t n = static_cast<size_t>(v.width) * v.height * 3;
-  out.write(reinterpret_cast<const char*>(v.rgb.data() + n * frame), static_cast<std::streamsize>(n));
+  hal::AtomicFile out(path, "frames");
+  out.write("P6\n" + std::to_string(v.width) + " " + std::to_string(v.height) + "\n255\n");
+  out.write(v.rgb.data() + n * frame, n);
+  out.commit();
 }
 
 VisionInput patchify(const Video& v, const VisionConfig& c) {

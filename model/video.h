@@ -19,6 +19,11 @@ struct Video {
 
 // A deterministic moving pattern with seeded noise (frames >= 1, sizes >= 1).
 Video synthetic_video(int frames, int height, int width, uint64_t seed);
+
+// Largest video (RGB bytes, all frames) msa reads or makes: 256 MiB, hundreds of frames.
+constexpr uint64_t kMaxVideoBytes = uint64_t{256} << 20;
+// Throws msa::Error naming `arg` when a video of this size is past kMaxVideoBytes.
+void check_video_size(int64_t frames, int64_t height, int64_t width, const std::string& arg);
 // Reads binary PPM (P6, maxval 255) frames of equal size; an image is one frame.
 // Throws msa::Error naming the file on a malformed or mismatched file.
 Video load_ppm_frames(const std::vector<std::string>& paths);

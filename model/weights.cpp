@@ -1,12 +1,15 @@
 // Weight names and shapes, checking, loading and saving.
 #include "model/weights.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "hal/atomic_file.h"
 #include "hal/error.h"
 #include "hal/safetensors.h"
 
@@ -22,6 +25,16 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 const char* kPatchEmbed = "visual.patch_embed.proj.weight";
+
+bool is_model_file(const fs::path& p) { return p.filename() == "config.json" || p.extension() == ".safetensors"; }
+
+// Device and inode of a folder (zeros when it does not exist).
+using FolderId = std::pair<uint64_t, uint64_t>;
+FolderId folder_id(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return {0, 0};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
 
 }  // namespace
 
@@ -126,14 +139,18 @@ void check_weights(const Config& c, std::map<std::string, hal::HostTensor>& tens
   }
 }
 
-Weights load_weights(const std::string& dir) {
+namespace {
+
+Weights load_weights_once(const std::string& dir) {
   const fs::path root(dir);
   if (!fs::is_directory(root)) throw Error("model: '" + dir + "' is not a directory (nor a preset: tiny, m3-attn)");
   Weights w;
   w.config = load_config((root / "config.json").string());
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path());
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.is_regular_file(ec) && e.path().extension() == ".safetensors") files.push_back(e.path());
+  if (ec) throw Error("model: cannot list '" + dir + "': " + ec.message());
   std::sort(files.begin(), files.end());
   if (files.empty()) throw Error("model: no *.safetensors file in '" + dir + "'");
   for (const auto& f : files) {
@@ -149,18 +166,48 @@ Weights load_weights(const std::string& dir) {
   return w;
 }
 
+}  // namespace
+
 void save_weights(const Weights& w, const std::string& dir) {
+  fs::path root = fs::path(dir).lexically_normal();
+  if (!root.has_filename()) root = root.parent_path();  // "dir/"
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error("init-weights: cannot create directory '" + dir + "': " + ec.message());
-  const fs::path root(dir);
-  {
-    std::ofstream out(root / "config.json");
-    if (!out) throw Error("init-weights: cannot write '" + (root / "config.json").string() + "'");
-    out << to_json(w.config).dump(2) << "\n";
-    if (!out) throw Error("init-weights: cannot write '" + (root / "config.json").string() + "'");
+  if (fs::exists(root, ec)) {
+    if (!fs::is_directory(root, ec)) throw Error("init-weights: argument 'DIR': '" + dir + "' is not a directory");
+    // The folder is replaced whole: it may hold only what a model holds.
+    for (const auto& e : fs::directory_iterator(root, ec))
+      if (!is_model_file(e.path()))
+        throw Error("init-weights: argument 'DIR': '" + dir + "' holds '" + clip(e.path().filename().string()) +
+                    "', which is not part of a model (config.json, *.safetensors); nothing replaced");
+  } else if (root.has_parent_path()) {
+    fs::create_directories(root.parent_path(), ec);
+    if (ec) throw Error("init-weights: cannot create directory '" + root.parent_path().string() + "': " + ec.message());
   }
-  hal::write_safetensors((root / "model.safetensors").string(), w.tensors, {{"format", "pt"}});
+  // Built in a folder beside `dir`, then swapped in: a reader sees the old model or the new.
+  const fs::path staged = hal::make_temp_dir_beside(root.string());
+  try {
+    hal::write_file_atomic((staged / "config.json").string(), to_json(w.config).dump(2) + "\n", "init-weights");
+    hal::write_safetensors((staged / "model.safetensors").string(), w.tensors, {{"format", "pt"}});
+    hal::replace_dir(staged.string(), root.string());
+  } catch (...) {
+    fs::remove_all(staged, ec);
+    throw;
+  }
+}
+
+Weights load_weights(const std::string& dir) {
+  // A folder swapped in by save_weights while it is read has a new identity: the read is
+  // repeated, so the result is one model, never files of two.
+  for (int attempt = 1;; ++attempt) {
+    const FolderId before = folder_id(dir);
+    try {
+      Weights w = load_weights_once(dir);
+      if (folder_id(dir) == before) return w;
+    } catch (const Error&) {
+      if (folder_id(dir) == before || attempt == 3) throw;
+    }
+    if (attempt == 3) throw Error("model: '" + dir + "' was replaced while being read, three times in a row");
+  }
 }
 
 Weights load_model(const std::string& model, uint64_t seed) {

@@ -58,14 +58,17 @@ struct Weights {
 void check_weights(const Config& c, std::map<std::string, hal::HostTensor>& tensors);
 
 // Loads `dir`/config.json and every `dir`/*.safetensors (a tensor in two files is an
-// error), then check_weights.
+// error), then check_weights. A folder replaced by save_weights during the load is read
+// again: the result is one model's files.
 Weights load_weights(const std::string& dir);
 
 // Seeded random weights of the right shapes, in c.torch_dtype: matrices with variance
 // 1/fan_in, gemma norm weights near 0, LayerNorm weights near 1. Same seed, same bits.
 Weights init_weights(const Config& c, uint64_t seed);
 
-// Writes `dir`/config.json and `dir`/model.safetensors (creating `dir`).
+// Writes `dir`/config.json and `dir`/model.safetensors, replacing `dir` whole (a reader
+// sees the old model or the new one; a failed write leaves the old one). `dir` may be new
+// or hold only config.json and *.safetensors files; anything else is an error.
 void save_weights(const Weights& w, const std::string& dir);
 
 // "tiny" / "m3-attn" (seeded random weights) or a directory to load.

@@ -4,11 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "hal/atomic_file.h"
 #include "hal/error.h"
+#include "hal/host_device.h"
 #include "hal/registry.h"
 #include "tools/commands.h"
 #include "dist/world.h"
@@ -67,9 +68,7 @@ void write_json(const LayerOptions& o, const LayerConfig& c, const std::string& 
   j["fused_select_share"] = fused_select_share(t);
   j["dense_ms"] = t.dense_ms;
   j["attended_fraction"] = attended;
-  std::ofstream f(o.json);
-  if (!f) throw Error("argument '--json': cannot write '" + o.json + "'");
-  f << j.dump(2) << "\n";
+  hal::write_file_atomic(o.json, j.dump(2) + "\n", "argument '--json'");
 }
 
 // Share of equal outputs and the NMSE of a distributed run against the single-device one.
@@ -114,12 +113,27 @@ int report_dist(const LayerOptions& o, const LayerProblem& prob) {
   return (same == rows && err <= tol) ? 0 : 1;
 }
 
+// The host copies of the problem (caches and queries) must fit the host's memory: checked
+// before any is made, naming --context (and --batch).
+void check_layer_memory(const LayerOptions& o, const LayerConfig& c) {
+  const double slots = static_cast<double>(o.batch) * static_cast<double>((o.context + c.Bs - 1) / c.Bs * c.Bs);
+  const double per_slot = (2.0 * c.Hkv * c.D + c.Di) * hal::dtype_size(c.dtype) + 4.0;
+  const double queries = static_cast<double>(o.batch) * o.q_len * (c.Hq * c.D + c.Hi * c.Di) * hal::dtype_size(c.dtype);
+  const double need = slots * per_slot + queries;
+  const size_t host = hal::host_memory_bytes();
+  if (host > 0 && need >= static_cast<double>(host))
+    throw Error("argument '--context': " + std::to_string(o.batch) + " sequences of " + std::to_string(o.context) +
+                " tokens need about " + std::to_string(static_cast<uint64_t>(need)) +
+                " bytes of caches, more than the host's " + std::to_string(host) + " bytes of memory");
+}
+
 int run_layer(const LayerOptions& o) {
   LayerConfig cfg = parse_layer_config(o.config);
   if (o.batch < 0) throw Error("argument '--batch': must be >= 0");
   if (o.q_len < 0 || o.q_len > o.context) throw Error("argument '--q-len': must be in [0, context]");
   if (o.context < 1 || o.context > (int64_t{1} << 30)) throw Error("argument '--context': must be in [1, 2^30]");
   if (o.iters < 1) throw Error("argument '--iters': must be >= 1");
+  check_layer_memory(o, cfg);
   if (o.gpus > 0) {
     LayerProblem prob(cfg, o.batch, o.context, o.q_len, /*seed=*/1234);
     return report_dist(o, prob);
@@ -174,7 +188,8 @@ Command add_layer(CLI::App& app) {
                   "Override a field: Hq, Hkv, D, Hi, Di, Bs, k, n_sink, n_local, Qb, dtype, ki_dtype, mode, pool");
   sub->add_flag("--check", o->check, "Also run on cpu-ref at the same shape and compare");
   sub->add_option("--gpus", o->gpus,
-                  "Split the layer over N ranks (devices 0..N-1 of the backend) and compare with one device");
+                  "Split the layer over N ranks (devices 0..N-1 of the backend) and compare with one device")
+      ->check(CLI::Range(1, dist::kMaxWorld));
   sub->add_option("--json", o->json, "Also write the times to this JSON file");
   sub->add_flag("--queued", o->queued,
                 "Time each op group queued behind device work (device time, as a replayed graph of the step sees it)");

@@ -1,7 +1,9 @@
 // msa op NAME --in inputs.safetensors --out outputs.safetensors [--param key=value ...]:
 // runs one op on the chosen backend. Tensor and parameter names are the contract's
 // (docs/ops-cli.md lists them per op).
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "hal/error.h"
 #include "hal/registry.h"
@@ -30,7 +32,8 @@ ops::NormKind parse_kind(const std::string& s) {
 }
 
 int I(OpParams& p, const char* k, int def) { return int_param(p, k, def); }
-float F(OpParams& p, const char* k, double def) { return float_param(p, k, def); }
+float F(OpParams& p, const char* k, float def) { return float_param(p, k, def); }
+float scale_of(OpParams& p) { return scale_param(p, "scale"); }
 
 RunnerTable runners() {
   RunnerTable r;
@@ -38,17 +41,25 @@ RunnerTable runners() {
     ops::IndexerScoreArgs a;
     a.qi = io.in("qi"), a.ki_cache = io.in("ki_cache"), a.ki_scale = io.opt("ki_scale");
     a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
-    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb);
+    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb, a.qi.shape[0], "qi");
     a.mode = parse_mode(p.get_str("mode", "per_kv_head")), a.pool = parse_pool(p.get_str("pool", "max"));
-    a.scale = F(p, "scale", 0);
+    a.scale = scale_of(p);
     a.block_score = io.out("block_score", DType::f32, {a.NQ, a.qi.shape[1], a.block_table.shape[1]});
     ops::indexer_score(d, a);
   };
   r["block_topk"] = [](hal::Device& d, OpIo& io, OpParams& p) {
     ops::BlockTopkArgs a;
     a.block_score = io.in("block_score"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
-    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb);
+    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb, a.block_score.shape[0], "block_score");
     a.Bs = I(p, "Bs", 128), a.k = I(p, "k", 16), a.n_sink = I(p, "n_sink", 0), a.n_local = I(p, "n_local", 1);
+    // A row selects at most its max_blocks blocks (or the forced ones): a larger k only
+    // pads block_idx with -1, so it is refused before block_idx is allocated.
+    const int64_t forced = int64_t{a.n_sink} + std::max(0, a.n_local) + std::max(1, a.Qb / std::max(1, a.Bs));
+    const int64_t max_k = std::max<int64_t>(a.block_score.shape[2], forced);
+    if (a.k > max_k)
+      throw Error("argument '--param k': " + std::to_string(a.k) + " is more than the " + std::to_string(max_k) +
+                  " blocks a row can select (block_score has " + std::to_string(a.block_score.shape[2]) +
+                  " blocks per row)");
     a.block_idx = io.out("block_idx", DType::i32, {a.NQ, a.block_score.shape[1], a.k});
     a.block_cnt = io.out("block_cnt", DType::i32, {a.NQ, a.block_score.shape[1]});
     ops::block_topk(d, a);
@@ -58,8 +69,8 @@ RunnerTable runners() {
     a.q = io.in("q"), a.k_cache = io.in("k_cache"), a.v_cache = io.in("v_cache");
     a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
     a.block_idx = io.in("block_idx");
-    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb);
-    a.mode = parse_mode(p.get_str("mode", "per_kv_head")), a.scale = F(p, "scale", 0);
+    a.Qb = I(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb, a.q.shape[0], "q");
+    a.mode = parse_mode(p.get_str("mode", "per_kv_head")), a.scale = scale_of(p);
     a.out = io.out("out", a.q.dtype, {a.q.shape[0], a.q.shape[1], a.q.shape[2]});
     a.lse = io.out("lse", DType::f32, {a.q.shape[0], a.q.shape[1]});
     ops::sparse_block_attention(d, a);
@@ -68,7 +79,7 @@ RunnerTable runners() {
     ops::DenseAttentionArgs a;
     a.q = io.in("q"), a.k_cache = io.in("k_cache"), a.v_cache = io.in("v_cache");
     a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
-    a.scale = F(p, "scale", 0);
+    a.scale = scale_of(p);
     a.out = io.out("out", a.q.dtype, {a.q.shape[0], a.q.shape[1], a.q.shape[2]});
     a.lse = io.out("lse", DType::f32, {a.q.shape[0], a.q.shape[1]});
     ops::dense_attention(d, a);
@@ -76,7 +87,7 @@ RunnerTable runners() {
   r["patch_attention_3d"] = [](hal::Device& d, OpIo& io, OpParams& p) {
     ops::PatchAttention3dArgs a;
     a.q = io.in("q"), a.k = io.in("k"), a.v = io.in("v"), a.items = io.in("items");
-    a.window = I(p, "window", 4), a.scale = F(p, "scale", 0);
+    a.window = I(p, "window", 4), a.scale = scale_of(p);
     a.out = io.out("out", a.q.dtype, {a.q.shape[0], a.q.shape[1], a.q.shape[2]});
     a.lse = io.out("lse", DType::f32, {a.q.shape[0], a.q.shape[1]});
     ops::patch_attention_3d(d, a);
@@ -100,25 +111,25 @@ RunnerTable runners() {
   };
   r["rms_norm"] = [like](hal::Device& d, OpIo& io, OpParams& p) {
     ops::RmsNormArgs a;
-    a.x = io.in("x"), a.w = io.in("w"), a.eps = F(p, "eps", 1e-6), a.kind = parse_kind(p.get_str("kind", "gemma"));
+    a.x = io.in("x"), a.w = io.in("w"), a.eps = F(p, "eps", 1e-6f), a.kind = parse_kind(p.get_str("kind", "gemma"));
     a.y = like(io, a.x, "y");
     ops::rms_norm(d, a);
   };
   r["layer_norm"] = [like](hal::Device& d, OpIo& io, OpParams& p) {
     ops::LayerNormArgs a;
-    a.x = io.in("x"), a.w = io.in("w"), a.b = io.opt("b"), a.eps = F(p, "eps", 1e-6);
+    a.x = io.in("x"), a.w = io.in("w"), a.b = io.opt("b"), a.eps = F(p, "eps", 1e-6f);
     a.y = like(io, a.x, "y");
     ops::layer_norm(d, a);
   };
   r["rope"] = [like](hal::Device& d, OpIo& io, OpParams& p) {
     ops::RopeArgs a;
-    a.x = io.in("x"), a.pos = io.in("pos"), a.rotary_dim = I(p, "rotary_dim", 0), a.theta = F(p, "theta", 1e4);
+    a.x = io.in("x"), a.pos = io.in("pos"), a.rotary_dim = I(p, "rotary_dim", 0), a.theta = F(p, "theta", 1e4f);
     a.y = like(io, a.x, "y");
     ops::rope(d, a);
   };
   r["rope_3d"] = [like](hal::Device& d, OpIo& io, OpParams& p) {
     ops::Rope3dArgs a;
-    a.x = io.in("x"), a.pos = io.in("pos"), a.theta = F(p, "theta", 1e4);
+    a.x = io.in("x"), a.pos = io.in("pos"), a.theta = F(p, "theta", 1e4f);
     a.y = like(io, a.x, "y");
     ops::rope_3d(d, a);
   };
@@ -172,6 +183,9 @@ int run_op(const OpOptions& o) {
     throw Error("argument 'NAME': unknown op '" + o.name + "' (known: " + known + ")");
   }
   OpParams params(o.params);
+  std::error_code ec;
+  if (std::filesystem::equivalent(o.in, o.out, ec))
+    throw Error("argument '--out': '" + o.out + "' is the --in file; write the outputs to another file");
   auto device = hal::create_device(o.backend);
   OpIo io(*device, hal::read_safetensors(o.in));
   it->second(*device, io, params);

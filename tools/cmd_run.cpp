@@ -2,6 +2,7 @@
 // decode), and msa init-weights: write a preset's seeded weights as a model directory.
 #include <iostream>
 
+#include "dist/world.h"
 #include "hal/error.h"
 #include "model/run.h"
 #include "tools/commands.h"
@@ -35,11 +36,14 @@ Command add_run(CLI::App& app) {
   sub->add_option("--gen", o->gen, "Tokens to generate per sequence")->capture_default_str();
   sub->add_option("--batch", o->batch, "Sequences of different lengths")->capture_default_str();
   sub->add_option("--max-chunk", o->max_chunk, "Prefill chunk size in tokens")->capture_default_str();
-  sub->add_option("--seed", o->seed, "Seed of preset weights, prompt and synthetic video")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed of preset weights, prompt and synthetic video")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--dtype", o->dtype, "Activation dtype (f32, bf16, f16); default: the model's");
   sub->add_option("--ki-dtype", o->ki_dtype, "Indexer key cache dtype (bf16, f32, fp8_e4m3, nvfp4)");
   sub->add_option("--gpus", o->gpus,
-                  "Head-parallel ranks on devices 0..N-1 of the backend (NCCL on cuda; a host group on cpu, cpu-ref)");
+                  "Head-parallel ranks on devices 0..N-1 of the backend (NCCL on cuda; a host group on cpu, cpu-ref)")
+      ->check(CLI::Range(1, dist::kMaxWorld));
   sub->add_flag("--dense", o->dense, "Dense attention in every layer (the baseline)");
   sub->add_flag("--check", o->check, "Also run on cpu-ref and compare every step's logits and selections");
   sub->add_flag("--quiet", *quiet, "No progress lines or per-op table");
@@ -70,7 +74,7 @@ Command add_init_weights(CLI::App& app) {
   add_backend_option(sub, *backend);
   sub->add_option("DIR", o->dir, "Output directory (config.json + model.safetensors)")->required();
   sub->add_option("--preset", o->preset, "tiny or m3-attn")->capture_default_str();
-  sub->add_option("--seed", o->seed, "Weight seed")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Weight seed")->capture_default_str()->check(CLI::NonNegativeNumber);
   return {sub, [o] { return model::init_weights_main(o->dir, o->preset, o->seed, std::cout); }};
 }
 

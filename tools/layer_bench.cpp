@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "hal/error.h"
 #include "ops/ops.h"
@@ -57,10 +58,12 @@ double layer_nmse(const hal::HostTensor& a, const hal::HostTensor& b) {
 
 LayerConfig parse_layer_config(const std::vector<std::string>& overrides) {
   LayerConfig c;
+  std::set<std::string> seen;
   for (const auto& kv : overrides) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos) throw Error("argument '--config': '" + kv + "' is not field=value");
     const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+    if (!seen.insert(k).second) throw Error("argument '--config': '" + k + "' given twice");
     if (k == "Hq") c.Hq = parse_int_field(k, v);
     else if (k == "Hkv") c.Hkv = parse_int_field(k, v);
     else if (k == "D") c.D = parse_int_field(k, v);

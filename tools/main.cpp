@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <new>
 
 #include "hal/error.h"
 #include "tools/commands.h"
@@ -21,9 +22,19 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto& c : commands)
-      if (c.sub->parsed()) return c.run();
+      if (c.sub->parsed()) {
+        const int rc = c.run();
+        // Output that could not be written (a full disk, a closed pipe) is an error.
+        std::cout.flush();
+        if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout))
+          throw msa::Error("cannot write the standard output");
+        return rc;
+      }
   } catch (const msa::Error& e) {
     std::fprintf(stderr, "msa: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {  // a size from the input that no check bounded
+    std::fprintf(stderr, "msa: error: out of host memory: the arguments ask for more memory than is available\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "msa: internal error: %s\n", e.what());

@@ -1,5 +1,8 @@
 #include "tools/op_io.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "hal/error.h"
 
 namespace msa::cli {
@@ -36,9 +39,22 @@ std::vector<int32_t> OpIo::host_i32(const std::string& name) {
 }
 
 hal::Tensor OpIo::out(const std::string& name, hal::DType dtype, std::vector<int64_t> shape) {
-  hal::HostTensor h(dtype, std::move(shape));
-  std::fill(h.bytes.begin(), h.bytes.end(), 0xFF);
-  hal::Tensor t = upload(name, h);
+  // Allocated and poisoned on the device, whose alloc refuses what does not fit (an
+  // msa::Error): no host copy of a size that comes from parameters.
+  uint64_t bytes = hal::dtype_size(dtype);
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && bytes > UINT64_MAX / static_cast<uint64_t>(d)))
+      throw Error("output tensor '" + name + "': a dim is negative or the size overflows");
+    bytes *= static_cast<uint64_t>(d);
+  }
+  if (shape.size() > static_cast<size_t>(hal::kMaxRank))
+    throw Error("output tensor '" + name + "': rank " + std::to_string(shape.size()) + " above 4");
+  hal::BufferPtr buffer = device_.alloc(static_cast<size_t>(bytes));
+  hal::Tensor t;
+  t.buffer = buffer.get(), t.dtype = dtype, t.rank = static_cast<int>(shape.size());
+  std::copy(shape.begin(), shape.end(), t.shape.begin());
+  device_.stream().fill_bytes(t, 0xFF);
+  buffers_.push_back(std::move(buffer));
   outputs_[name] = t;
   return t;
 }

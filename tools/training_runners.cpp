@@ -26,8 +26,8 @@ void add_training_runners(RunnerTable& r) {
     a.dout = io.in("dout"), a.q = io.in("q"), a.k_cache = io.in("k_cache"), a.v_cache = io.in("v_cache");
     a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
     a.block_idx = io.in("block_idx"), a.out = io.in("out"), a.lse = io.in("lse");
-    a.Qb = int_param(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb);
-    a.mode = parse_mode(p.get_str("mode", "per_kv_head")), a.scale = float_param(p, "scale", 0);
+    a.Qb = int_param(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb, a.block_idx.shape[0], "block_idx");
+    a.mode = parse_mode(p.get_str("mode", "per_kv_head")), a.scale = scale_param(p, "scale");
     a.dq = io.out("dq", DType::f32, shape_of(a.q));
     a.dk_cache = io.out("dk_cache", DType::f32, shape_of(a.k_cache));
     a.dv_cache = io.out("dv_cache", DType::f32, shape_of(a.k_cache));
@@ -38,7 +38,7 @@ void add_training_runners(RunnerTable& r) {
     a.dout = io.in("dout"), a.q = io.in("q"), a.k_cache = io.in("k_cache"), a.v_cache = io.in("v_cache");
     a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
     a.out = io.in("out"), a.lse = io.in("lse");
-    a.scale = float_param(p, "scale", 0);
+    a.scale = scale_param(p, "scale");
     a.dq = io.out("dq", DType::f32, shape_of(a.q));
     a.dk_cache = io.out("dk_cache", DType::f32, shape_of(a.k_cache));
     a.dv_cache = io.out("dv_cache", DType::f32, shape_of(a.k_cache));
@@ -48,7 +48,7 @@ void add_training_runners(RunnerTable& r) {
     ops::PatchAttention3dBackwardArgs a;
     a.dout = io.in("dout"), a.q = io.in("q"), a.k = io.in("k"), a.v = io.in("v"), a.items = io.in("items");
     a.out = io.in("out"), a.lse = io.in("lse");
-    a.window = int_param(p, "window", 4), a.scale = float_param(p, "scale", 0);
+    a.window = int_param(p, "window", 4), a.scale = scale_param(p, "scale");
     a.dq = io.out("dq", DType::f32, shape_of(a.q));
     a.dk = io.out("dk", DType::f32, shape_of(a.q));
     a.dv = io.out("dv", DType::f32, shape_of(a.q));
@@ -62,10 +62,10 @@ void add_training_runners(RunnerTable& r) {
     a.stage = parse_stage(p.get_str("stage", "sparse"));
     if (a.stage == ops::KlStage::sparse) {
       a.block_idx = io.in("block_idx");
-      a.Qb = int_param(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb);
+      a.Qb = int_param(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb, a.block_idx.shape[0], "block_idx");
     }
     a.mode = parse_mode(p.get_str("mode", "per_kv_head"));
-    a.scale = float_param(p, "scale", 0), a.scale_i = float_param(p, "scale_i", 0);
+    a.scale = scale_param(p, "scale"), a.scale_i = scale_param(p, "scale_i");
     a.kl = io.out("kl", DType::f32, {a.qi.shape[0], a.qi.shape[1]});
     a.dqi = io.out("dqi", DType::f32, shape_of(a.qi));
     a.dki_cache = io.out("dki_cache", DType::f32, shape_of(a.ki_cache));

@@ -109,24 +109,37 @@ HWY_INLINE void PvTile(const float* HWY_RESTRICT p, size_t lds, const float* HWY
 // returns the rescale factor of the old accumulator per row vector in alpha.
 template <int NV>
 HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t lds, size_t nk, float kpos0, bool mask,
-                            const float* HWY_RESTRICT lim, float* HWY_RESTRICT m, float* HWY_RESTRICT l,
-                            VF* alpha) {
+                            const float* HWY_RESTRICT lim, const float* HWY_RESTRICT vbad, float* HWY_RESTRICT m,
+                            float* HWY_RESTRICT l, VF* alpha) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const VF neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
   for (int v = 0; v < NV; ++v) {
     float* sv = s + v * N;
     VF mx = neg_inf;
+    // Rows with a visible logit that is NaN or infinite, or a visible key whose value row
+    // is not finite (vbad; docs/spec.md, "Non-finite inputs"): their running sum becomes
+    // NaN below, which marks them to the end.
+    auto bad = hn::FirstN(df, 0);
     if (mask) {
       const VF lv = hn::LoadU(df, lim + v * N);
       for (size_t j = 0; j < nk; ++j) {
         const VF kp = hn::Set(df, kpos0 + static_cast<float>(j));
-        const VF x = hn::IfThenElse(hn::Gt(kp, lv), neg_inf, hn::LoadU(df, sv + j * lds));
+        const auto hidden = hn::Gt(kp, lv);
+        const VF raw = hn::LoadU(df, sv + j * lds);
+        bad = hn::Or(bad, hn::AndNot(hidden, hn::Not(hn::IsFinite(raw))));
+        if (vbad != nullptr && vbad[j] != 0.0f) bad = hn::Or(bad, hn::Not(hidden));
+        const VF x = hn::IfThenElse(hidden, neg_inf, raw);
         hn::StoreU(x, df, sv + j * lds);
         mx = hn::Max(mx, x);
       }
     } else {
-      for (size_t j = 0; j < nk; ++j) mx = hn::Max(mx, hn::LoadU(df, sv + j * lds));
+      for (size_t j = 0; j < nk; ++j) {
+        const VF raw = hn::LoadU(df, sv + j * lds);
+        bad = hn::Or(bad, hn::Not(hn::IsFinite(raw)));
+        if (vbad != nullptr && vbad[j] != 0.0f) bad = hn::FirstN(df, N);
+        mx = hn::Max(mx, raw);
+      }
     }
     const VF m_old = hn::LoadU(df, m + v * N);
     const VF m_new = hn::Max(m_old, mx);
@@ -149,7 +162,8 @@ HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t lds, size_t nk, float 
       sum0 = hn::Add(sum0, p0);
     }
     const VF l_old = hn::LoadU(df, l + v * N);
-    hn::StoreU(hn::MulAdd(l_old, alpha[v], hn::Add(sum0, sum1)), df, l + v * N);
+    const VF l_new = hn::MulAdd(l_old, alpha[v], hn::Add(sum0, sum1));
+    hn::StoreU(hn::IfThenElse(bad, hn::Set(df, std::numeric_limits<float>::quiet_NaN()), l_new), df, l + v * N);
     hn::StoreU(m_new, df, m + v * N);
   }
 }
@@ -165,7 +179,32 @@ struct RowGroupState {
   float* l = nullptr;    // [rpad] running sum
   float* lim = nullptr;  // [rpad] last visible key position per row (padding rows copy the last real row)
   float* s = nullptr;    // [max keys per tile][kTileVecs * N] scratch
+  const float* vbad = nullptr;  // per key of the current tile: 1 when its value row was not finite (null: none)
 };
+
+// Zeroes the non-finite elements of the value tile v [nk][D] and flags their keys in
+// vbad[j] (1, else 0), so rows that do not attend such a key keep a finite result while
+// the rows that do are marked NaN (SoftmaxStep). Returns vbad, or null when every value
+// is finite.
+HWY_INLINE const float* ScrubValues(float* HWY_RESTRICT v, size_t nk, size_t D, float* HWY_RESTRICT vbad) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  bool any = false;
+  for (size_t j = 0; j < nk; ++j) {
+    float* row = v + j * D;
+    auto bad = hn::FirstN(df, 0);
+    size_t d = 0;
+    for (; d + N <= D; d += N) bad = hn::Or(bad, hn::Not(hn::IsFinite(hn::LoadU(df, row + d))));
+    bool row_bad = !hn::AllFalse(df, bad);
+    for (; d < D; ++d) row_bad |= !std::isfinite(row[d]);
+    vbad[j] = row_bad ? 1.0f : 0.0f;
+    if (!row_bad) continue;
+    any = true;
+    for (size_t e = 0; e < D; ++e)
+      if (!std::isfinite(row[e])) row[e] = 0.0f;
+  }
+  return any ? vbad : nullptr;
+}
 
 // Sets o = 0, m = -inf, l = 0.
 HWY_INLINE void ResetRows(RowGroupState& g) {
@@ -181,7 +220,7 @@ HWY_INLINE void AttendSub(RowGroupState& g, size_t r0, const float* k, const flo
   const size_t lds = kTileVecs * N;
   VF alpha[NV];
   QkTile<NV>(g.qt + r0, g.rpad, k, nk, g.D, g.s, lds);
-  SoftmaxStep<NV>(g.s, lds, nk, kpos0, mask, g.lim + r0, g.m + r0, g.l + r0, alpha);
+  SoftmaxStep<NV>(g.s, lds, nk, kpos0, mask, g.lim + r0, g.vbad, g.m + r0, g.l + r0, alpha);
   PvTile<NV>(g.s, lds, v, g.D, nk, alpha, g.o + r0, g.rpad);
 }
 
@@ -204,6 +243,26 @@ HWY_INLINE void AttendTile(RowGroupState& g, const float* k, const float* v, siz
       default: AttendSub<4>(g, r0, k, v, nk, kpos0, mask); break;
     }
   }
+}
+
+// Writes one finished row (docs/spec.md, "Non-finite inputs"): a NaN sum L (a visible
+// logit was not finite) or a non-finite accumulated value gives NaN in every element of
+// out and in lse; L == 0 (nothing visible) gives out = 0, lse = -inf; otherwise out =
+// o / L and lse = m + log(L). o[d * ldo] is element d of the unnormalised row.
+template <typename T>
+HWY_INLINE void FinishRow(const float* o, size_t ldo, size_t D, float m, float L, T* HWY_RESTRICT out,
+                          float* HWY_RESTRICT lse) {
+  bool bad = std::isnan(L);
+  for (size_t d = 0; d < D && !bad; ++d) bad = !std::isfinite(o[d * ldo]);
+  if (bad) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t d = 0; d < D; ++d) FromF32(nan, out + d);
+    *lse = nan;
+    return;
+  }
+  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  for (size_t d = 0; d < D; ++d) FromF32(o[d * ldo] * inv, out + d);
+  *lse = L > 0.0f ? m + std::log(L) : -std::numeric_limits<float>::infinity();
 }
 
 }  // namespace HWY_NAMESPACE

@@ -40,9 +40,13 @@ HWY_INLINE void PoolLanes(const float* HWY_RESTRICT s, size_t lds, size_t nk, fl
   for (int v = 0; v < NV; ++v) {
     const VF lv = hn::LoadU(df, lim + v * N);
     VF mx = neg_inf;
+    auto nan = hn::FirstN(df, 0);  // a visible NaN logit: the pooled value is NaN (IEEE)
     for (size_t j = 0; j < nk; ++j) {
       const VF kp = hn::Set(df, kpos0 + static_cast<float>(j));
-      mx = hn::Max(mx, hn::IfThenElse(hn::Gt(kp, lv), neg_inf, hn::LoadU(df, s + j * lds + v * N)));
+      const auto hidden = hn::Gt(kp, lv);
+      const VF raw = hn::LoadU(df, s + j * lds + v * N);
+      nan = hn::Or(nan, hn::AndNot(hidden, hn::IsNaN(raw)));
+      mx = hn::Max(mx, hn::IfThenElse(hidden, neg_inf, raw));
     }
     if (lse) {
       const VF m_use = hn::IfThenElse(hn::Eq(mx, neg_inf), hn::Zero(df), mx);
@@ -55,7 +59,7 @@ HWY_INLINE void PoolLanes(const float* HWY_RESTRICT s, size_t lds, size_t nk, fl
       // sum >= 1 wherever mx is finite; rows with nothing valid stay -inf.
       mx = hn::IfThenElse(hn::Eq(mx, neg_inf), neg_inf, hn::Add(mx, hn::Log(df, sum)));
     }
-    hn::StoreU(mx, df, pooled + v * N);
+    hn::StoreU(hn::IfThenElse(nan, hn::Set(df, std::numeric_limits<float>::quiet_NaN()), mx), df, pooled + v * N);
   }
 }
 
@@ -149,11 +153,14 @@ HWY_INLINE void DotLogits(const float* HWY_RESTRICT q, const T* HWY_RESTRICT k, 
   }
 }
 
+// max(a, b) where a NaN on either side wins (docs/spec.md: NaN logits reach the score).
+HWY_INLINE float NanMax(float a, float b) { return std::isnan(a) || a >= b ? a : b; }
+
 // Pools logits [0, n) of one row (n = the row's valid keys in the block).
 HWY_INLINE float PoolRow(const float* x, size_t n, bool lse) {
   float mx = kNegInf;
-  for (size_t j = 0; j < n; ++j) mx = std::max(mx, x[j]);
-  if (!lse || mx == kNegInf) return mx;
+  for (size_t j = 0; j < n; ++j) mx = NanMax(mx, x[j]);
+  if (!lse || mx == kNegInf || std::isnan(mx)) return mx;
   float sum = 0.0f;
   for (size_t j = 0; j < n; ++j) sum += std::exp(x[j] - mx);
   return mx + std::log(sum);
@@ -274,7 +281,7 @@ void RunTask(const IndexerPlan& p, const IndexerPlan::Task& task) {
       for (size_t h = 0; h < Hi; ++h) {
         float best = kNegInf;
         for (int64_t t = qb.t_begin; t < qb.t_end; ++t)
-          best = std::max(best, pooled[static_cast<size_t>(t - grp.t_begin) * Hi + h]);
+          best = NanMax(best, pooled[static_cast<size_t>(t - grp.t_begin) * Hi + h]);
         p.score[(static_cast<size_t>(n) * Hi + h) * p.max_blocks + c] = best;
       }
     }

@@ -82,6 +82,7 @@ void RunTask(const PagedAttnPlan& p, const PagedAttnPlan::Task& task) {
   const uint8_t* sel = grp.sel_off >= 0 ? p.sel.data() + grp.sel_off : nullptr;
   float* lim_rows = g.lim;
   float* lim_entry = sel != nullptr ? scratch_floats(6, g.rpad) : nullptr;
+  float* vbad = scratch_floats(7, Bs);
   for (int64_t e = e0; e < e1; ++e) {
     const int64_t page = page_of(e);
     if (page < 0) continue;
@@ -90,6 +91,7 @@ void RunTask(const PagedAttnPlan& p, const PagedAttnPlan::Task& task) {
     const size_t base = static_cast<size_t>(page * p.Hkv + grp.kv_head) * slab;
     ConvertRows(kc + base, D, nk, D, nullptr, ktile);
     ConvertRows(vc + base, D, nk, D, nullptr, vtile);
+    g.vbad = ScrubValues(vtile, nk, D, vbad);
     if (sel != nullptr) {
       const uint8_t* se = sel + static_cast<size_t>(e) * ntok;
       for (size_t r = 0; r < g.rpad; ++r) {
@@ -113,10 +115,7 @@ void RunTask(const PagedAttnPlan& p, const PagedAttnPlan::Task& task) {
   for (size_t r = 0; r < g.rows; ++r) {
     const size_t t = static_cast<size_t>(grp.t_begin) + r / G;
     const size_t row = t * p.Hq + grp.kv_head * p.G + r % G;
-    const float L = g.l[r];
-    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (size_t d = 0; d < D; ++d) FromF32(g.o[d * g.rpad + r] * inv, out + row * D + d);
-    p.lse[row] = L > 0.0f ? g.m[r] + std::log(L) : -std::numeric_limits<float>::infinity();
+    FinishRow(g.o + r, g.rpad, D, g.m[r], g.l[r], out + row * D, p.lse + row);
   }
 }
 
@@ -138,10 +137,12 @@ void MergeGroup(const PagedAttnPlan& p, const PagedAttnPlan::Group& grp) {
     const size_t t = static_cast<size_t>(grp.t_begin) + r / G;
     const size_t row = t * p.Hq + grp.kv_head * p.G + r % G;
     float L = 0.0f;
+    bool bad = false;  // a chunk saw a non-finite logit (its sum is NaN)
     for (size_t c = 0; c < nc; ++c) {
-      const float m = base[c * slot + D * rpad + r];
-      w[c] = M == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - M);
-      L += base[c * slot + D * rpad + rpad + r] * w[c];
+      const float m = base[c * slot + D * rpad + r], l = base[c * slot + D * rpad + rpad + r];
+      bad |= std::isnan(l);
+      w[c] = M == -std::numeric_limits<float>::infinity() || l == 0.0f ? 0.0f : std::exp(m - M);
+      L += l * w[c];
     }
     std::fill(acc, acc + D, 0.0f);
     for (size_t c = 0; c < nc; ++c) {
@@ -149,9 +150,7 @@ void MergeGroup(const PagedAttnPlan& p, const PagedAttnPlan::Group& grp) {
       const float* o = base + c * slot;
       for (size_t d = 0; d < D; ++d) acc[d] += o[d * rpad + r] * w[c];
     }
-    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (size_t d = 0; d < D; ++d) FromF32(acc[d] * inv, out + row * D + d);
-    p.lse[row] = L > 0.0f ? M + std::log(L) : -std::numeric_limits<float>::infinity();
+    FinishRow(acc, 1, D, M, bad ? std::numeric_limits<float>::quiet_NaN() : L, out + row * D, p.lse + row);
   }
 }
 

@@ -63,6 +63,7 @@ void RunPatchTask(const PatchPlan& p, const PatchPlan::Task& task) {
   g.s = scratch_floats(3, kPatchKeys * kTileVecs * N);
   float* ktile = scratch_floats(4, kPatchKeys * D);
   float* vtile = scratch_floats(5, kPatchKeys * D);
+  float* vbad = scratch_floats(6, kPatchKeys);
 
   const T* q = static_cast<const T*>(p.q);
   const size_t h = static_cast<size_t>(task.head);
@@ -79,15 +80,13 @@ void RunPatchTask(const PatchPlan& p, const PatchPlan::Task& task) {
     const size_t base = (static_cast<size_t>(j0) * H + h) * D;
     ConvertRows(k + base, H * D, nk, D, nullptr, ktile);
     ConvertRows(v + base, H * D, nk, D, nullptr, vtile);
+    g.vbad = ScrubValues(vtile, nk, D, vbad);
     AttendTile(g, ktile, vtile, nk, static_cast<float>(j0 - task.t_begin));
   }
   T* out = static_cast<T*>(p.out);
   for (size_t r = 0; r < g.rows; ++r) {
     const size_t row = (static_cast<size_t>(task.q_begin) + r) * H + h;
-    const float L = g.l[r];
-    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (size_t d = 0; d < D; ++d) FromF32(g.o[d * g.rpad + r] * inv, out + row * D + d);
-    p.lse[row] = L > 0.0f ? g.m[r] + std::log(L) : -std::numeric_limits<float>::infinity();
+    FinishRow(g.o + r, g.rpad, D, g.m[r], g.l[r], out + row * D, p.lse + row);
   }
 }
 

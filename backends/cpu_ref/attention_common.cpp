@@ -1,11 +1,19 @@
 #include "backends/cpu_ref/attention_common.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <limits>
 
 #include "backends/cpu_ref/common.h"
 
 namespace msa::cpu_ref {
+namespace {
+
+constexpr double kMaxF32 = FLT_MAX;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+}  // namespace
 
 void load_row(const hal::Tensor& t, int64_t off, int64_t n, double* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = load(t, off + i);
@@ -39,23 +47,28 @@ void KvRows::append_block(const hal::Tensor& k_cache, const hal::Tensor& v_cache
 void attend_rows(const double* q, int64_t nq, const KvRows& kv, int64_t limit, double scale,
                  double* out, double* lse, std::vector<double>& scratch) {
   const int64_t D = kv.D, n = kv.rows();
-  // scratch: logits [n][nq], then the row maxima [nq] and denominators [nq].
-  scratch.assign(static_cast<size_t>((n + 2) * nq), 0.0);
+  // scratch: logits [n][nq], then the row maxima [nq], denominators [nq] and the
+  // non-finite flags [nq] (docs/spec.md, "Non-finite inputs").
+  scratch.assign(static_cast<size_t>((n + 3) * nq), 0.0);
   double* logit = scratch.data();
   double* m = logit + n * nq;
   double* sum = m + nq;
+  double* bad = sum + nq;
   std::fill(m, m + nq, kNegInf);
   std::fill(out, out + nq * D, 0.0);
-  bool any = false;
+  bool any = false, bad_value = false;
   for (int64_t r = 0; r < n; ++r) {
     if (kv.pos[static_cast<size_t>(r)] > limit) continue;
     any = true;
     const float* kr = kv.k.data() + r * D;
+    const float* vr = kv.v.data() + r * D;
+    for (int64_t d = 0; d < D; ++d) bad_value |= !std::isfinite(vr[d]);
     for (int64_t i = 0; i < nq; ++i) {
       const double l = scale * dot(q + i * D, kr, D);
       logit[r * nq + i] = l;
-      // A NaN logit (only from NaN in valid inputs) propagates through exp() below.
-      if (l > m[i]) m[i] = l;
+      // A logit that is NaN or outside float range (an f32 backend's inf) spoils the row.
+      if (!(std::fabs(l) <= kMaxF32)) bad[i] = 1.0;
+      else if (l > m[i]) m[i] = l;
     }
   }
   if (!any) {
@@ -66,6 +79,7 @@ void attend_rows(const double* q, int64_t nq, const KvRows& kv, int64_t limit, d
     if (kv.pos[static_cast<size_t>(r)] > limit) continue;
     const float* __restrict vr = kv.v.data() + r * D;
     for (int64_t i = 0; i < nq; ++i) {
+      if (bad[i] != 0.0 || bad_value) continue;
       const double p = std::exp(logit[r * nq + i] - m[i]);
       sum[i] += p;
       double* __restrict o = out + i * D;
@@ -73,6 +87,11 @@ void attend_rows(const double* q, int64_t nq, const KvRows& kv, int64_t limit, d
     }
   }
   for (int64_t i = 0; i < nq; ++i) {
+    if (bad[i] != 0.0 || bad_value) {
+      std::fill(out + i * D, out + (i + 1) * D, kNaN);
+      lse[i] = kNaN;
+      continue;
+    }
     for (int64_t d = 0; d < D; ++d) out[i * D + d] /= sum[i];
     lse[i] = m[i] + std::log(sum[i]);
   }

@@ -42,7 +42,9 @@ struct KvRows {
 
 // For each of the nq query rows q[i*D .. i*D+D): out row i = softmax(scale * q.k_s) @ v_s
 // over the rows s with pos <= limit, and lse[i] = the natural-log softmax denominator
-// (scale included). An empty set gives out = 0 and lse = -inf. `scratch` is reused.
+// (scale included). An empty set gives out = 0 and lse = -inf; a non-finite logit (NaN,
+// or past float range) or value in the set gives NaN in the row's out and lse
+// (docs/spec.md, "Non-finite inputs"). `scratch` is reused.
 void attend_rows(const double* q, int64_t nq, const KvRows& kv, int64_t limit, double scale,
                  double* out, double* lse, std::vector<double>& scratch);
 

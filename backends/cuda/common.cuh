@@ -146,6 +146,11 @@ __device__ __forceinline__ uint32_t ordered_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// NaN or +-inf, from the bits (no reliance on isfinite() under any math flags).
+__device__ __forceinline__ bool nonfinite(float x) { return (__float_as_uint(x) & 0x7f800000u) == 0x7f800000u; }
+// The quiet NaN the attention kernels write for a non-finite row (docs/spec.md).
+__device__ __forceinline__ float quiet_nan() { return __uint_as_float(0x7fc00000u); }
+
 // ---- warp / block reductions --------------------------------------------------------------
 template <int W = kWarp>
 __device__ __forceinline__ float warp_sum(float v) {

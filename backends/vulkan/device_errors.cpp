@@ -9,7 +9,7 @@ std::string describe_device_errors(uint32_t bits) {
   } kBits[] = {
       {kErrCuQ, "argument 'cu_q': not prefix sums of the query lengths (cu_q[0] != 0, decreasing, or cu_q[B] != T)"},
       {kErrKvLen, "argument 'kv_len': kv_len < q_len or kv_len > max_blocks * Bs"},
-      {kErrBlockTable, "argument 'block_table': a page id read is outside [0, P)"},
+      {kErrBlockTable, "argument 'block_table': a page id of a sequence's blocks is outside [0, P)"},
       {kErrNQ, "argument 'NQ': differs from the query blocks given by cu_q, kv_len and Qb"},
       {kErrK, "argument 'k': a query block has more forced blocks than k"},
       {kErrIds, "argument 'ids': a token id is outside the table's rows"},

@@ -150,6 +150,7 @@ std::string attn_vars(const AttnParams& p, VarsKind kind) {
   if (selection) s += std::string(" mode=") + ops::mode_name(p.mode);
   if (p.scale != 0.0f && kind != VarsKind::topk) s += " scale=" + std::to_string(p.scale);
   if (!p.shuffle && kind != VarsKind::topk) s += " pages=ordered";
+  if (p.poison != Poison::none) s += std::string(" poison=") + poison_name(p.poison);
   return s;
 }
 
@@ -233,6 +234,7 @@ class SparseCase : public Case {
     d.slots.push_back(Slot::input("block_idx", selections(p_, batch_, seed)));
     d.slots.push_back(Slot::output("out", p_.dtype, {batch_.T(), p_.Hq, p_.D}, Compare::out(p_.dtype)));
     d.slots.push_back(Slot::output("lse", hal::DType::f32, {batch_.T(), p_.Hq}, Compare::lse(p_.dtype)));
+    apply_poison(d, p_.poison, pages);
     return d;
   }
   Launch bind(hal::Device& dev, const Bound& t) const override {
@@ -273,6 +275,7 @@ class DenseCase : public Case {
     detail::push_index_slots(d, batch_, pages);
     d.slots.push_back(Slot::output("out", p_.dtype, {batch_.T(), p_.Hq, p_.D}, Compare::out(p_.dtype)));
     d.slots.push_back(Slot::output("lse", hal::DType::f32, {batch_.T(), p_.Hq}, Compare::lse(p_.dtype)));
+    apply_poison(d, p_.poison, pages);
     return d;
   }
   Launch bind(hal::Device& dev, const Bound& t) const override {

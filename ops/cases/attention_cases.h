@@ -7,6 +7,7 @@
 
 #include "ops/args.h"
 #include "ops/cases/case.h"
+#include "ops/cases/poison.h"
 
 namespace msa::cases {
 
@@ -27,6 +28,7 @@ struct AttnParams {
   bool empty_sel = false;                        // sparse: some selections empty (out 0, lse -inf)
                                                  // or, for Qb > Bs, only the last block
   bool special_scores = true;                    // topk: NaN, -inf, ties, +-0
+  Poison poison = Poison::none;                  // non-finite inputs in attended slots
   // Hi / Hs for the mode.
   int Hs() const { return mode == ops::SelectionMode::shared ? 1 : Hkv; }
 };

@@ -30,6 +30,10 @@ struct Compare {
   Metric metric = Metric::none;
   double tol_global = 0;  // nmse: global bound; lse: the relative bound
   double tol_row = 0;     // nmse: per-row bound
+  // NaN where the reference has NaN (any NaN bits) passes: for cases with non-finite
+  // inputs in attended slots (docs/spec.md, "Non-finite inputs"). Otherwise a NaN
+  // reference element must be kept bit for bit (nmse) and a NaN never passes (lse).
+  bool nan_rows = false;
 
   // The contract's bounds for an attention `out` of dtype t (1e-10/1e-8 f32, 5e-5/2e-4).
   static Compare out(hal::DType t);

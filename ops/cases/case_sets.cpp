@@ -59,6 +59,36 @@ const Lens kEmpty{{}, {}};                            // B = 0
 const Lens kShort{{3}, {10}};                         // one partial block
 const Lens kEmptySeq{{2, 0, 1}, {2, 0, 70}};          // a sequence with nothing cached
 
+// A dense and a sparse case of one batch (Hq = 8, Hkv = 2, D = Bs = 64) with `x` in an
+// attended slot; the sparse one selects `k` blocks.
+void add_poisoned(CaseList& c, const Lens& lens, int k, DType t, Poison x) {
+  AttnParams d = attn(lens, 8, 2, 64, 64, 1, 0, t);
+  d.poison = x;
+  c.push_back(dense_attention_case(d));
+  AttnParams s = attn(lens, 8, 2, 64, 64, 1, k, t);
+  s.poison = x;
+  c.push_back(sparse_attention_case(s));
+}
+
+// NaN / Inf in attended keys, values, queries and indexer keys, and an f32 overflow
+// (docs/spec.md, "Non-finite inputs"): the backend's NaN rows must be the reference's.
+void add_nonfinite(CaseList& c) {
+  for (Poison x : {Poison::nan_key, Poison::inf_key, Poison::nan_value, Poison::inf_value, Poison::nan_query,
+                   Poison::overflow})
+    add_poisoned(c, kDecodeVarlen, 2, kBF16, x);
+  for (Poison x : {Poison::nan_key, Poison::inf_value, Poison::overflow})
+    add_poisoned(c, kPrefix, 2, kF32, x);  // prefill: causal rows
+  for (Poison x : {Poison::nan_key, Poison::inf_value})
+    add_poisoned(c, {{1, 1}, {3000, 2100}}, 16, kBF16, x);  // long contexts: split-KV paths and their merge
+  AttnParams i = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
+  i.poison = Poison::nan_index_key;
+  c.push_back(indexer_score_case(i));
+  i = attn(kPrefix, 8, 2, 64, 64, 1, 2, kF32);
+  i.poison = Poison::nan_index_key;
+  i.pool = Pool::lse;
+  c.push_back(indexer_score_case(i));
+}
+
 void add_quick(CaseList& c) {
   {
     AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
@@ -135,6 +165,7 @@ void add_quick(CaseList& c) {
   c.push_back(embedding_case(rows(6, 32, kBF16)));
   c.push_back(scatter_visual_case(rows(20, 16, kF32)));
   c.push_back(argmax_case(rows(5, 100, kF32, true)));
+  add_nonfinite(c);
 }
 
 void add_full_attention(CaseList& c) {

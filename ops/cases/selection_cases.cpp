@@ -37,6 +37,7 @@ class IndexerCase : public Case {
     detail::push_index_slots(d, batch_, pages);
     d.slots.push_back(Slot::output("block_score", hal::DType::f32, {batch_.NQ(), p_.Hs(), pages.max_blocks},
                                    Compare::lse(p_.dtype)));
+    apply_poison(d, p_.poison, pages);
     return d;
   }
   Launch bind(hal::Device& dev, const Bound& t) const override {

@@ -7,6 +7,8 @@ from msa import _C
 from msa._ops import (add, argmax, block_topk, dense_attention, embedding, gelu, indexer_score, indexer_topk,
                       kv_append, layer_norm, matmul, patch_attention_3d, rms_norm, rope, rope_3d, scatter_visual,
                       sparse_block_attention, swiglu)
+from msa._training import (dense_attention_backward, indexer_kl, patch_attention_3d_backward,
+                           sparse_block_attention_backward)
 
 __version__ = _C.__version__
 
@@ -32,6 +34,7 @@ def check_errors(device=None):
     _C.check_errors(f"cuda:{index}", torch.cuda.current_stream(index).cuda_stream)
 
 
-__all__ = ["add", "argmax", "backends", "block_topk", "check_errors", "dense_attention", "devices", "embedding",
-           "gelu", "indexer_score", "indexer_topk", "kv_append", "layer_norm", "matmul", "patch_attention_3d",
-           "rms_norm", "rope", "rope_3d", "scatter_visual", "sparse_block_attention", "swiglu"]
+__all__ = ["add", "argmax", "backends", "block_topk", "check_errors", "dense_attention", "dense_attention_backward",
+           "devices", "embedding", "gelu", "indexer_kl", "indexer_score", "indexer_topk", "kv_append", "layer_norm",
+           "matmul", "patch_attention_3d", "patch_attention_3d_backward", "rms_norm", "rope", "rope_3d",
+           "scatter_visual", "sparse_block_attention", "sparse_block_attention_backward", "swiglu"]

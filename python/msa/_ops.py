@@ -5,7 +5,7 @@ tensor argument's type on its device, and calls msa._C, which reads every tensor
 through DLPack. See docs/python.md.
 """
 from msa import _C
-from msa._tensors import F32, I32, check_no_grad, dim, target_of
+from msa._tensors import F32, I32, check_no_grad, dim, target_of, wants_grad
 
 _DEFAULT_SCALE = 0.0  # msa's "1/sqrt(head dim)"
 
@@ -38,7 +38,6 @@ def indexer_score(qi, ki_cache, block_table, kv_len, cu_q, *, ki_scale=None, Qb=
     """Block scores [NQ][Hi][max_blocks] f32 of the index branch (docs/spec.md)."""
     op = "indexer_score"
     t = target_of(op, qi)
-    check_no_grad(op, t, qi, ki_cache)
     if NQ is None:
         NQ = block_score.shape[0] if block_score is not None else _count_nq(op, t, cu_q, kv_len, Qb, dim(qi, 0))
     if block_score is None:
@@ -72,7 +71,6 @@ def indexer_topk(qi, ki_cache, block_table, kv_len, cu_q, *, ki_scale=None, Qb=1
     """indexer_score then block_topk (Bs = ki_cache.shape[1]) in one call: (block_idx, block_cnt)."""
     op = "indexer_topk"
     t = target_of(op, qi)
-    check_no_grad(op, t, qi, ki_cache)
     _check_positive(op, "k", k)
     if NQ is None:
         if block_score is not None:
@@ -93,6 +91,15 @@ def indexer_topk(qi, ki_cache, block_table, kv_len, cu_q, *, ki_scale=None, Qb=1
     return block_idx, block_cnt
 
 
+def _autograd(op, out, lse):
+    """msa.torch.autograd, for a call whose inputs require grad (outputs are then its own)."""
+    if out is not None or lse is not None:
+        raise ValueError(f"{op}: out= and lse= cannot be given when an input requires grad")
+    from msa.torch import autograd
+
+    return autograd
+
+
 def _attention_outputs(t, q, out, lse):
     if out is None:
         out = t.empty(tuple(q.shape), q.dtype)
@@ -106,7 +113,9 @@ def sparse_block_attention(q, k_cache, v_cache, block_table, kv_len, cu_q, block
     """Attention over the selected KV blocks: (out [T][Hq][D], lse [T][Hq] f32)."""
     op = "sparse_block_attention"
     t = target_of(op, q)
-    check_no_grad(op, t, q, k_cache, v_cache)
+    if wants_grad(t, q, k_cache, v_cache):
+        return _autograd(op, out, lse).SparseBlockAttention.apply(q, k_cache, v_cache, block_table, kv_len, cu_q,
+                                                                  block_idx, Qb, NQ, mode, scale, backend)
     if NQ is None:
         NQ = dim(block_idx, 0)
     out, lse = _attention_outputs(t, q, out, lse)
@@ -119,7 +128,9 @@ def dense_attention(q, k_cache, v_cache, block_table, kv_len, cu_q, *, scale=Non
     """Causal attention over the whole paged cache: (out, lse)."""
     op = "dense_attention"
     t = target_of(op, q)
-    check_no_grad(op, t, q, k_cache, v_cache)
+    if wants_grad(t, q, k_cache, v_cache):
+        return _autograd(op, out, lse).DenseAttention.apply(q, k_cache, v_cache, block_table, kv_len, cu_q, scale,
+                                                            backend)
     out, lse = _attention_outputs(t, q, out, lse)
     _C.dense_attention(backend or "", t.stream, q, k_cache, v_cache, block_table, kv_len, cu_q, _scale(op, scale),
                        out, lse)
@@ -130,7 +141,8 @@ def patch_attention_3d(q, k, v, items, *, window=4, scale=None, out=None, lse=No
     """The ViT's 3D attention within windows of `window` temporal patches: (out, lse)."""
     op = "patch_attention_3d"
     t = target_of(op, q)
-    check_no_grad(op, t, q, k, v)
+    if wants_grad(t, q, k, v):
+        return _autograd(op, out, lse).PatchAttention3d.apply(q, k, v, items, window, scale, backend)
     out, lse = _attention_outputs(t, q, out, lse)
     _C.patch_attention_3d(backend or "", t.stream, q, k, v, items, window, _scale(op, scale), out, lse)
     return out, lse

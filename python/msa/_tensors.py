@@ -79,24 +79,26 @@ def _numpy_empty(shape, dtype):
     return np.empty(shape, dtype=np.float32 if dtype == F32 else np.int32 if dtype == I32 else dtype)
 
 
-def check_no_grad(op, target, *tensors):
-    """The ops have no backward yet: refuse inputs that would need one."""
+def wants_grad(target, *tensors):
+    """True when a torch input requires grad and grad mode is on (autograd takes the call)."""
     if not target.is_torch:
-        return
+        return False
     torch = sys.modules["torch"]
-    if not torch.is_grad_enabled():
-        return
-    for t in tensors:
-        if t is not None and t.requires_grad:
-            raise RuntimeError(
-                f"{op}: an input requires grad, and msa's ops have no backward yet: "
-                "call it under torch.no_grad() or pass detached tensors"
-            )
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def check_no_grad(op, target, *tensors):
+    """Ops other than the attention ops and the indexer's KL loss have no backward: refuse
+    inputs that would need one rather than return outputs cut off from the graph."""
+    if wants_grad(target, *tensors):
+        raise RuntimeError(
+            f"{op}: an input requires grad, and {op} has no backward (msa differentiates sparse_block_attention, "
+            "dense_attention, patch_attention_3d and msa.torch.indexer_kl): call it under torch.no_grad() or pass "
+            "detached tensors"
+        )
 
 
 def dim(t, i):
     """Dim i of t's shape, or 0 when t has too few dims (the op then names the argument)."""
     shape = getattr(t, "shape", ())
     return shape[i] if -len(shape) <= i < len(shape) else 0
-
-

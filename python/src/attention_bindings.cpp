@@ -5,6 +5,7 @@
 #include "ops/ops.h"
 #include "python/src/call.h"
 #include "python/src/op_bindings.h"
+#include "python/src/paged_args.h"
 #include "python/src/scalars.h"
 
 namespace msa::python {
@@ -30,26 +31,6 @@ void fill_indexer(const Call& c, ops::IndexerScoreArgs& a, const int slots[6]) {
   a.block_table = c.tensor(slots[3]);
   a.kv_len = c.tensor(slots[4]);
   a.cu_q = c.tensor(slots[5]);
-}
-
-// The paged-cache arguments shared by sparse and dense attention.
-struct PagedSlots {
-  int q, k_cache, v_cache, block_table, kv_len, cu_q;
-};
-
-PagedSlots paged_args(Call& c, handle q, handle k_cache, handle v_cache, handle block_table, handle kv_len, handle cu_q) {
-  return {c.arg("q", q, Role::in),           c.arg("k_cache", k_cache, Role::in), c.arg("v_cache", v_cache, Role::in),
-          c.arg("block_table", block_table, Role::in), c.arg("kv_len", kv_len, Role::in), c.arg("cu_q", cu_q, Role::in)};
-}
-
-template <typename Args>
-void fill_paged(const Call& c, const PagedSlots& s, Args& a) {
-  a.q = c.tensor(s.q);
-  a.k_cache = c.tensor(s.k_cache);
-  a.v_cache = c.tensor(s.v_cache);
-  a.block_table = c.tensor(s.block_table);
-  a.kv_len = c.tensor(s.kv_len);
-  a.cu_q = c.tensor(s.cu_q);
 }
 
 }  // namespace

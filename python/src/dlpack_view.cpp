@@ -52,7 +52,14 @@ py::object capsule_of(py::handle obj, const std::string& where, const std::strin
       t = viewed;
       fp8 = true;
     }
-    return torch.to_dlpack(t);
+    try {
+      return torch.to_dlpack(t);
+    } catch (py::error_already_set&) {
+      // torch refuses to export a tensor that requires grad; msa reads its values (the
+      // Python layer routes differentiable calls through autograd first).
+      if (!py::object(t.attr("requires_grad")).cast<bool>()) throw;
+      return torch.to_dlpack(t.attr("detach")());
+    }
   }
   if (!py::hasattr(obj, "__dlpack__"))
     fail(where, arg, std::string("expected a tensor (torch.Tensor, numpy.ndarray or any DLPack producer), got ") +

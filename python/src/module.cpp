@@ -104,4 +104,5 @@ PYBIND11_MODULE(_C, m) {
         "Makes the streams of `device` take scratch memory from allocate(nbytes) -> address.");
   bind_attention_ops(m);
   bind_support_ops(m);
+  bind_training_ops(m);
 }

@@ -3,6 +3,8 @@
 
 #include <cfloat>
 #include <cmath>
+#include <fstream>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -217,6 +219,54 @@ TEST(ModelConfig, UnknownPresetIsAnError) {
   EXPECT_THROW(preset_config("huge"), Error);
   EXPECT_TRUE(is_preset("tiny"));
   EXPECT_FALSE(is_preset("./tiny"));
+}
+
+// Writes `text` as a config.json in the temp folder and returns the load_config error.
+std::string load_error(const std::string& text) {
+  const std::string path = ::testing::TempDir() + "msa_config_" + std::to_string(::getpid()) + "_" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json";
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  try {
+    load_config(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// 100k nested arrays (200 KB) in a field are rejected while parsing, before anything
+// walks them recursively; a deep value built in C++ is quoted as a short excerpt.
+TEST(ModelConfig, DeepNestingIsRejectedWithoutRecursion) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string& text : {R"({"hidden_size":)" + deep + "}", deep, R"({"vision_config":)" + deep + "}"}) {
+    const std::string m = load_error(text);
+    EXPECT_NE(m.find("deeper than 64 levels"), std::string::npos) << m.substr(0, 300);
+  }
+  auto nested = [] {  // built by moves: copying or dumping it would recurse 100k levels
+    nlohmann::json v = 1;
+    for (int i = 0; i < 100000; ++i) {
+      nlohmann::json a = nlohmann::json::array();
+      a.push_back(std::move(v));
+      v = std::move(a);
+    }
+    return v;
+  };
+  for (const char* f : {"hidden_size", "rope_theta", "tie_word_embeddings", "torch_dtype"}) {
+    nlohmann::json j = to_json(preset_config("tiny"));
+    j[f] = nested();
+    expect_field_error(j, f, "[[[[...]]]]");
+  }
+}
+
+// Keys given twice (one would silently win), NUL bytes and a file far larger than any
+// config.json are errors.
+TEST(ModelConfig, RepeatedKeysNulAndHugeFilesAreRejected) {
+  EXPECT_NE(load_error(R"({"hidden_size": 64, "hidden_size": 128})").find("has the key \"hidden_size\" twice"),
+            std::string::npos);
+  EXPECT_NE(load_error(std::string("{}\0{\"x\":1}", 10)).find("NUL byte at offset 2"), std::string::npos);
+  EXPECT_NE(load_error("{\"a\":\"" + std::string(17 << 20, 'x') + "\"}").find("more than a config.json's"),
+            std::string::npos);
+  EXPECT_LT(load_error("{\"" + std::string(1 << 20, 'x')).size(), 400u);  // parser message clipped
 }
 
 }  // namespace

@@ -148,14 +148,14 @@ def test_unknown_backend_names_the_argument(gen):
         msa.add(x, x, backend="tpu:0")
 
 
-def test_tensors_that_need_grad_are_refused(gen, batch):
-    args = list(_sparse_args(gen, batch))
-    args[0] = args[0].clone().requires_grad_()
-    with pytest.raises(RuntimeError, match="no backward yet"):
-        msa.sparse_block_attention(*args)
+def test_tensors_that_need_grad_are_refused_by_ops_without_a_backward(gen):
+    x = torch.randn(4, 8, generator=gen, requires_grad=True)
+    w = torch.randn(3, 8, generator=gen)
+    with pytest.raises(RuntimeError, match="matmul.*no backward"):
+        msa.matmul(x, w)
     with torch.no_grad():
-        out, _ = msa.sparse_block_attention(*args)
-    assert not out.requires_grad
+        y = msa.matmul(x, w)
+    assert not y.requires_grad
 
 
 def test_nq_is_computed_for_query_blocks(gen, batch):

@@ -210,5 +210,55 @@ TEST_F(Safetensors, EveryTruncationIsAnError) {
   }
 }
 
+// A header nesting `depth` arrays inside the shape of tensor "x".
+std::string deep_header(int depth) {
+  return R"({"x":{"dtype":"F32","data_offsets":[0,4],"shape":)" + std::string(depth, '[') +
+         std::string(depth, ']') + "}}";
+}
+
+// Deep nesting (100k levels, 200 KB) is rejected while parsing, before anything walks the
+// value recursively (a message quoting it would overflow the stack); 64 levels are the bound.
+TEST_F(Safetensors, DeepNestingIsRejected) {
+  expect_bad(raw(deep_header(100000), std::string(4, '\0')), "deeper than 64 levels");
+  expect_bad(raw(deep_header(64), std::string(4, '\0')), "deeper than 64 levels");  // + 3 levels above
+  expect_bad(raw(R"({"__metadata__":)" + std::string(100000, '[') + std::string(100000, ']') + "}", ""),
+             "deeper than 64 levels");
+  expect_bad(raw(deep_header(10), std::string(4, '\0')), "negative or non-integer dim");
+}
+
+// Messages quote at most a short excerpt of a value or name.
+TEST_F(Safetensors, MessagesAreBounded) {
+  std::string shape = "[1";
+  for (int i = 0; i < 5000; ++i) shape += ",1";
+  shape += ",-1]";
+  const std::string long_name(100000, 'n');
+  for (const std::string& header :
+       {R"({"x":{"dtype":"F32","data_offsets":[0,4],"shape":)" + shape + "}}",
+        "{\"" + long_name + R"(":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})"}) {
+    const std::string p = raw(header, "");
+    expect_bad(p, header.size() > 50000 ? "unsupported dtype" : "has a negative or non-integer dim");
+    try {
+      hal::read_safetensors(p);
+    } catch (const msa::Error& e) {
+      EXPECT_LT(std::strlen(e.what()), 400u) << e.what();
+    }
+  }
+}
+
+// A tensor named twice (a json object keeps one value per key, so the last one would win
+// silently) and bytes after a NUL (where the parser would stop) are errors.
+TEST_F(Safetensors, DuplicateNamesAndNulAreRejected) {
+  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                 R"("x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                 std::string(8, '\0')),
+             "has the key \"x\" twice");
+  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"dtype":"I32"}})", std::string(4, '\0')),
+             "has the key \"dtype\" twice");
+  expect_bad(raw(std::string("{}\0\0\0garbage", 12), ""), "NUL byte at offset 2");
+  expect_bad(raw(R"({} x)", ""), "not valid JSON");
+  // Space padding after the object (the reference writer's alignment) stays valid.
+  EXPECT_TRUE(hal::read_safetensors(raw("{}      ", "")).empty());
+}
+
 }  // namespace
 }  // namespace msa::test

@@ -40,6 +40,7 @@ layout(std430, binding = 9) writeonly buffer LseBuf { float lse_d[]; };
 #define K_AT(i) LD(A_TYPE, k_d, pc.off_k + (i))
 #define V_AT(i) LD(A_TYPE, v_d, pc.off_v + (i))
 #include "attn_core.glsl"
+#include "table_check.glsl"
 
 // Tokens [c*Bs, s_end) of logical block c, stored on `page` for KV head g.
 void attend_block(uint page, uint g, uint c, uint s_end) {
@@ -89,6 +90,7 @@ void main() {
     uint s_lim = pos + 1u;  // causal: tokens s <= pos (pos < kv_len)
 #if SPARSE
     uint nblk = (uint(s.kvl) + pc.Bs - 1u) / pc.Bs;
+    if (h == 0u && split == 0u && int(t) == s.q0) check_table_row(pc.off_bt + b * pc.max_blocks, nblk, pc.P);
     uint qb = seq_qb_start(b, maxkv, pc.Qb) + pos / pc.Qb - uint(s.pos0) / pc.Qb;
     if (qb < pc.NQ) {
       uint sel = pc.off_idx + (qb * pc.Hs + (pc.Hs == 1u ? 0u : g)) * pc.k;
@@ -107,6 +109,7 @@ void main() {
     }
 #endif
   }
+  attn_finish();
 #if SPLIT
   uint o = pc.off_out + (row * pc.n_split + split) * pc.D;
   uint l = pc.off_lse + row * pc.n_split + split;

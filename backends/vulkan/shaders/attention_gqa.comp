@@ -70,6 +70,7 @@ layout(std430, binding = 9) writeonly buffer LseBuf { float lse_d[]; };
 #define SEQ_T pc.T
 #include "seq.glsl"
 #include "seq_wg.glsl"
+#include "table_check.glsl"
 
 #if A_TYPE == DT_F32
 #define ES 4u
@@ -96,6 +97,7 @@ shared uvec4 sh_v[TK * CPR];
 shared float sh_p[ROWS * PST];       // scores, then probabilities
 shared float sh_alpha[ROWS];         // per row: rescale of O for this tile; at the end l_run
 shared float sh_mrun[ROWS];          // per row, at the end: m_run
+shared uint sh_badrow[ROWS];         // per row, at the end: 1 when an accumulated value is not finite
 shared uint sh_ubase[WGS];           // unit table: uvec4 index of the unit's first key row
 shared uint sh_un[WGS];              //             its keys (0: contributes nothing)
 
@@ -214,6 +216,9 @@ void main() {
     sh_q[i] = x;
   }
 
+  if (tid < ROWS) sh_badrow[tid] = 0u;  // published by the barriers of wg_seq_lookup
+  // A visible logit that is NaN or infinite makes l_run NaN for good, which marks the row
+  // as non-finite (docs/spec.md, "Non-finite inputs").
   float m_run = NEG_INF, l_run = 0.0;
   // 16-bit types: rows pvr (o0: dims 0-3 of column vc, o1: 4-7) and pvr + 1 (o2, o3);
   // f32: rows pvr .. pvr + 3 (o0 .. o3, the 4 dims of column vc).
@@ -225,6 +230,7 @@ void main() {
   if (ok) {
     pos = uint(lk.s.pos0 + (int(t) - lk.s.q0));
     nblk = (uint(lk.s.kvl) + pc.Bs - 1u) / pc.Bs;
+    if (g == 0u && split == 0u && int(t) == lk.s.q0) check_table_row(pc.off_bt + b * pc.max_blocks, nblk, pc.P);
     qb = lk.qb0 + (int(t) - lk.s.q0);  // Qb = 1: one query block per token
     ok = qb < pc.NQ;
   }
@@ -331,7 +337,14 @@ void main() {
           ps += subgroupShuffleXor(ps, 4u);
           ps += subgroupShuffleXor(ps, 2u);
           ps += subgroupShuffleXor(ps, 1u);
-          l_run = l_run * alpha + ps;
+          // Keys l8 + 8i < n of the tile are attended; their logits must be finite.
+          float bad = 0.0;
+          [[unroll]] for (uint i = 0u; i < 4u; ++i)
+            if (l8 + 8u * i < n && (isnan(sv[i]) || isinf(sv[i]))) bad = 1.0;
+          bad = max(bad, subgroupShuffleXor(bad, 4u));
+          bad = max(bad, subgroupShuffleXor(bad, 2u));
+          bad = max(bad, subgroupShuffleXor(bad, 1u));
+          l_run = bad > 0.0 ? QNAN : l_run * alpha + ps;
           m_run = m_new;
           if (l8 == 0u) sh_alpha[pr] = alpha;
         }
@@ -384,13 +397,25 @@ void main() {
     sh_alpha[pr] = l_run;
     sh_mrun[pr] = m_run;
   }
+  if (vc < cpr) {  // non-finite accumulated values mark their row
+#if A_TYPE == DT_F32
+    vec4 orow[4] = vec4[4](o0, o1, o2, o3);
+    [[unroll]] for (uint r = 0u; r < 4u; ++r)
+      if (pvr + r < ROWS && (any(isnan(orow[r])) || any(isinf(orow[r])))) atomicOr(sh_badrow[pvr + r], 1u);
+#else
+    if (any(isnan(o0)) || any(isinf(o0)) || any(isnan(o1)) || any(isinf(o1))) atomicOr(sh_badrow[pvr], 1u);
+    if (pvr + 1u < ROWS && (any(isnan(o2)) || any(isinf(o2)) || any(isnan(o3)) || any(isinf(o3))))
+      atomicOr(sh_badrow[pvr + 1u], 1u);
+#endif
+  }
   barrier();
   [[unroll]] for (uint r = 0u; r < PRI; ++r) {
     uint rr = pvr + r;
     if (rr >= pc.G) continue;
     float l = sh_alpha[rr];
-    bool any = l > 0.0;
-    float inv = any ? 1.0 / l : 0.0;
+    bool nan_row = isnan(l) || sh_badrow[rr] != 0u;
+    bool attended = l > 0.0;
+    float inv = nan_row ? QNAN : attended ? 1.0 / l : 0.0;
     uint row = t * pc.Hq + g * pc.G + rr;
 #if SPLIT
     uint ob = pc.off_out + (row * pc.n_split + split) * pc.D;
@@ -416,6 +441,6 @@ void main() {
       ST(OUT_TYPE, out_d, d + 6u, y.z); ST(OUT_TYPE, out_d, d + 7u, y.w);
     }
 #endif
-    if (vc == 0u) lse_d[lb] = any ? (sh_mrun[rr] + log2(l)) * LN2 : NEG_INF;
+    if (vc == 0u) lse_d[lb] = nan_row ? QNAN : attended ? (sh_mrun[rr] + log2(l)) * LN2 : NEG_INF;
   }
 }

@@ -3,7 +3,8 @@
 // Combines the split partial results of attention.comp / attention_gqa.comp (SPLIT=1):
 // for each (token, head) row, out = sum_s w_s o_s / sum_s w_s and lse = M + log(sum_s w_s)
 // with w_s = exp(lse_s - M), M = max_s lse_s (a split that attended nothing has
-// lse_s = -inf and weight 0). One workgroup per row: the weights are computed once into
+// lse_s = -inf and weight 0; a split with a non-finite row has lse_s = NaN, which makes
+// the row's out and lse NaN: docs/spec.md, "Non-finite inputs"). One workgroup per row: the weights are computed once into
 // shared memory, then each invocation sums its output dims over the splits with four
 // independent accumulators (loads in flight). Fixed order throughout, so results are
 // bitwise reproducible. A_TYPE: dtype of out.
@@ -34,9 +35,19 @@ void main() {
   uint tid = gl_LocalInvocationID.x;
   if (row >= pc.rows) return;  // uniform
   uint lp = pc.off_lpart + row * pc.S;
-  float m = NEG_INF;
-  for (uint s = tid; s < pc.S; s += WGS) m = max(m, lpart_d[lp + s]);
+  float m = NEG_INF, nan_part = 0.0;
+  for (uint s = tid; s < pc.S; s += WGS) {
+    float l = lpart_d[lp + s];
+    if (isnan(l)) nan_part = 1.0;
+    else m = max(m, l);
+  }
   m = wg_max(m);
+  if (wg_max(nan_part) > 0.0) {  // uniform
+    uint o = pc.off_out + row * pc.D;
+    for (uint d = tid; d < pc.D; d += WGS) ST(A_TYPE, out_d, o + d, QNAN);
+    if (tid == 0u) lse_d[pc.off_lse + row] = QNAN;
+    return;
+  }
   float part = 0.0;
   if (m != NEG_INF) {
     for (uint s = tid; s < pc.S; s += WGS) {
@@ -57,8 +68,8 @@ void main() {
       for (; s + 4u <= pc.S; s += 4u) {
         float w0 = weight(lp, s, m), w1 = weight(lp, s + 1u, m);
         float w2 = weight(lp, s + 2u, m), w3 = weight(lp, s + 3u, m);
-        // Every split writes a finite partial (0 when it attended nothing), so the loads
-        // need no guard and stay in flight together.
+        // Every split here wrote a finite partial (0 when it attended nothing), so the
+        // loads need no guard and stay in flight together.
         a0 += w0 * opart_d[ob + s * pc.D + d];
         a1 += w1 * opart_d[ob + (s + 1u) * pc.D + d];
         a2 += w2 * opart_d[ob + (s + 2u) * pc.D + d];

@@ -31,6 +31,7 @@ uint wg_linear() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define POS_INF uintBitsToFloat(0x7f800000u)
+#define QNAN uintBitsToFloat(0x7fc00000u)
 #define INVALID 0xffffffffu
 
 #include "dtype.glsl"

@@ -339,28 +339,38 @@ void main() {
         bool valid = my_row <= lim;
         [[unroll]] for (uint h = 0u; h < HC; ++h) {
           float l = valid ? v[h] * ks : NEG_INF;
+          // A valid NaN logit makes the pooled value NaN (docs/spec.md): the subgroup
+          // stores NaN as its maximum, the other logits pool as usual.
+          float nan_l = subgroupMax(isnan(l) ? 1.0 : 0.0);
+          if (isnan(l)) l = NEG_INF;
           float m = subgroupMax(l);
           if (pc.pool_lse != 0u) {
             float e = m == NEG_INF || l == NEG_INF ? 0.0 : exp(l - m);
             float sum = subgroupAdd(e);
             if (subgroupElect()) sh_s[gl_SubgroupID * HC + h] = sum;
           }
-          if (subgroupElect()) sh_m[gl_SubgroupID * HC + h] = m;
+          if (subgroupElect()) sh_m[gl_SubgroupID * HC + h] = nan_l > 0.0 ? QNAN : m;
         }
         barrier();
         if (tid < HC) {
           float m = NEG_INF;
-          for (uint i = 0u; i < nsg; ++i) m = max(m, sh_m[i * HC + tid]);
+          bool nan = false;
+          for (uint i = 0u; i < nsg; ++i) {
+            float mi = sh_m[i * HC + tid];
+            if (isnan(mi)) nan = true;
+            else m = max(m, mi);
+          }
           float pooled = m;
           if (pc.pool_lse != 0u && m != NEG_INF) {
             float sum = 0.0;
             for (uint i = 0u; i < nsg; ++i) {
               float mi = sh_m[i * HC + tid];
-              if (mi != NEG_INF) sum += sh_s[i * HC + tid] * exp(mi - m);
+              if (mi != NEG_INF && !isnan(mi)) sum += sh_s[i * HC + tid] * exp(mi - m);
             }
             pooled = m + log(sum);
           }
-          best = max(best, pooled);
+          if (nan) pooled = QNAN;
+          best = isnan(best) || isnan(pooled) ? QNAN : max(best, pooled);
         }
         barrier();  // sh_m / sh_s are rewritten for the next query
       }

@@ -66,6 +66,7 @@ void main() {
         barrier();
         uint lim = min(ntok, uint(p) - s0 + 1u);  // causal: s <= p
         float qm = NEG_INF, qsum = 0.0;
+        bool qnan = false;  // a valid NaN logit: the pooled value is NaN (docs/spec.md)
         for (uint r0 = 0u; r0 < lim; r0 += WGS) {
           uint r = r0 + tid;
           float l = NEG_INF;
@@ -90,6 +91,8 @@ void main() {
 #endif
             l = pc.scale * dot;
           }
+          qnan = qnan || wg_max(isnan(l) ? 1.0 : 0.0) > 0.0;  // uniform
+          if (isnan(l)) l = NEG_INF;
           float tm = wg_max(l);
           if (pc.pool_lse != 0u && tm != NEG_INF) {
             float m_new = max(qm, tm);
@@ -99,8 +102,8 @@ void main() {
             qm = max(qm, tm);
           }
         }
-        float pooled = (pc.pool_lse != 0u && qsum > 0.0) ? qm + log(qsum) : qm;
-        result = max(result, pooled);
+        float pooled = qnan ? QNAN : (pc.pool_lse != 0u && qsum > 0.0) ? qm + log(qsum) : qm;
+        result = isnan(result) || isnan(pooled) ? QNAN : max(result, pooled);
         barrier();  // sh_qi is reloaded for the next query
       }
     }

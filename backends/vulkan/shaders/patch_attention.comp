@@ -73,6 +73,7 @@ void main() {
     uint s = s0 + tid;
     attn_tile(s < w_end, (s * pc.H + h) * pc.D, min(uint(WGS), w_end - s0));
   }
+  attn_finish();
   uint o = pc.off_out + (i * pc.H + h) * pc.D;
   [[unroll]] for (uint j = 0u; j < DPT; ++j) {
     uint d = tid + j * WGS;

@@ -5,6 +5,8 @@
 - MSAWrapper: plan() once per step, graph-safe run() per layer.
 - PagedKVCache: paged KV and indexer-key caches with a page allocator.
 - SparseAttention: one MSA attention layer as an nn.Module.
+- indexer_kl: the index branch's KL loss as a differentiable value (msa.torch.autograd;
+  sparse, dense and patch attention route there by themselves when an input requires grad).
 """
 from msa.torch import library
 
@@ -16,8 +18,9 @@ except Exception as e:  # a torch whose custom-op API differs: the msa.* functio
 HAS_TORCH_LIBRARY = library.HAS_TORCH_LIBRARY
 STATUS = library.STATUS
 
+from msa.torch.autograd import indexer_kl  # noqa: E402
 from msa.torch.cache import PagedKVCache  # noqa: E402
 from msa.torch.layer import SparseAttention  # noqa: E402
 from msa.torch.wrapper import MSAWrapper  # noqa: E402
 
-__all__ = ["HAS_TORCH_LIBRARY", "STATUS", "MSAWrapper", "PagedKVCache", "SparseAttention"]
+__all__ = ["HAS_TORCH_LIBRARY", "STATUS", "MSAWrapper", "PagedKVCache", "SparseAttention", "indexer_kl"]

@@ -6,8 +6,9 @@ name (required tensors, then its keyword arguments without `backend` and outputs
 The fake kernels give the outputs' shapes and dtypes, so `torch.compile(fullgraph=True)`
 traces a call without a graph break. `kv_append` mutates its caches and returns nothing.
 
-The ops have no backward: a call on inputs that require grad (with grad mode on) raises
-RuntimeError at the call, from an autograd kernel on the CPU and CUDA autograd keys.
+These custom ops have no autograd formula yet: a call on inputs that require grad (with
+grad mode on) raises RuntimeError at the call, from an autograd kernel on the CPU and CUDA
+autograd keys. The plain msa.* attention functions differentiate (msa.torch.autograd).
 
 With older torch (no `torch.library.custom_op`) nothing is registered: HAS_TORCH_LIBRARY
 is False and STATUS says why; the plain `msa.*` functions work on any torch.
@@ -132,7 +133,9 @@ def _no_grad_kernel(name):
 
     def kernel(keyset, *args, **kwargs):
         if torch.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args):
-            raise RuntimeError(f"msa::{name}: an input requires grad, and msa's ops have no backward yet: "
+            raise RuntimeError(f"msa::{name}: an input requires grad, and torch.ops.msa has no backward yet "
+                               "(msa.sparse_block_attention, msa.dense_attention and msa.patch_attention_3d "
+                               "differentiate through msa.torch.autograd): "
                                "call it under torch.no_grad() or pass detached tensors")
         with torch._C._AutoDispatchBelowAutograd():
             return op.redispatch(keyset & below, *args, **kwargs)

@@ -137,16 +137,18 @@ __device__ void attend_tc(char* smem, const void* q_ptr, int D, float scale_log2
       const int r = r0 + rr;
       bool vk[kKPL];
       float a[kKPL];
-      float mt = ninf;
+      float mt = ninf, bad = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < kKPL; ++kk) {
         const int j = lane + kWarp * kk;
         vk[kk] = j < cur.nkeys && cur.kpos0 + j <= lim_r[rr];
         const float sv = (ss[r * L::SROW + j] + ss[(kRows + r) * L::SROW + j]) * scale_log2;
         a[kk] = vk[kk] ? sv : ninf;
+        if (vk[kk] && nonfinite(sv)) bad = 1.0f;
         mt = fmaxf(mt, a[kk]);
       }
       mt = warp_max(mt);
+      bad = warp_max(bad);
       const float mn = fmaxf(m_run[rr], mt);
       float alpha = 1.0f, psum = 0.0f;
 #pragma unroll
@@ -156,7 +158,9 @@ __device__ void attend_tc(char* smem, const void* q_ptr, int D, float scale_log2
         ps[r * L::PROW + lane + kWarp * kk] = Elem<DT>::store(pv);
       }
       if (mn != ninf) alpha = m_run[rr] == ninf ? 0.0f : exp2f(m_run[rr] - mn);
-      l_run[rr] = l_run[rr] * alpha + warp_sum(psum);
+      // A visible logit that is not finite makes the row NaN for good (docs/spec.md,
+      // "Non-finite inputs").
+      l_run[rr] = bad > 0.0f ? quiet_nan() : l_run[rr] * alpha + warp_sum(psum);
       m_run[rr] = mn;
       if (lane == 0) alpha_s[r] = alpha;
     }
@@ -191,20 +195,24 @@ __device__ void attend_tc(char* smem, const void* q_ptr, int D, float scale_log2
     }
   }
   __syncthreads();
+  // A non-finite accumulated value marks its row too (every writer stores the same NaN).
+  for (int e = tid; e < kRows * D; e += kAttnThreads)
+    if (nonfinite(os[(e / D) * L::OROW + e % D])) l_s[e / D] = quiet_nan();
+  __syncthreads();
   for (int e = tid; e < kRows * D; e += kAttnThreads) {
     const int r = e / D, d = e % D;
     const int64_t id = row_id[r];
     if (id < 0) continue;
     const float l = l_s[r];
-    const bool empty = !(l > 0.0f);
-    const float v = empty ? 0.0f : os[r * L::OROW + d] / l;
+    const bool nan_row = l != l, empty = !(l > 0.0f);
+    const float v = nan_row ? quiet_nan() : empty ? 0.0f : os[r * L::OROW + d] / l;
+    const float lse = nan_row ? quiet_nan() : empty ? ninf : (m_s[r] + log2f(l)) * 0.69314718055994531f;
     if (o.part_o != nullptr) {
       o.part_o[(int64_t{o.split} * o.rows_total + id) * D + d] = v;
-      if (d == 0)
-        o.part_lse[int64_t{o.split} * o.rows_total + id] = empty ? ninf : (m_s[r] + log2f(l)) * 0.69314718055994531f;
+      if (d == 0) o.part_lse[int64_t{o.split} * o.rows_total + id] = lse;
     } else {
       static_cast<T*>(o.out)[id * D + d] = Elem<DT>::store(v);
-      if (d == 0) o.lse[id] = empty ? ninf : (m_s[r] + log2f(l)) * 0.69314718055994531f;
+      if (d == 0) o.lse[id] = lse;
     }
   }
 }

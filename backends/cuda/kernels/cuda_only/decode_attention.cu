@@ -319,9 +319,9 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   if (tid < 16) {
     float M, l;
     merged_stats<kDecWarps>(s_m, s_l, tid, M, l);
-    const bool empty = !(l > 0.0f);
-    s_rl[tid] = empty ? 0.0f : 1.0f / l;  // 1 / l (0: empty row, output 0)
-    s_rm[tid] = empty ? ninf : (M + log2f(l)) * 0.69314718055994531f;  // lse
+    const bool nan_row = l != l, empty = !(l > 0.0f);  // NaN: a non-finite logit (docs/spec.md)
+    s_rl[tid] = nan_row ? quiet_nan() : empty ? 0.0f : 1.0f / l;  // 1 / l (0: empty row, output 0)
+    s_rm[tid] = nan_row ? quiet_nan() : empty ? ninf : (M + log2f(l)) * 0.69314718055994531f;  // lse
   }
   __syncthreads();
 
@@ -387,8 +387,13 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   __syncthreads();
   if (tid < 16) {
     float m = ninf;
-    for (int sp = 0; sp < p.S; ++sp) m = fmaxf(m, lses[sp * 16 + tid]);
-    s_rm[tid] = m;
+    bool nan_row = false;  // a split with a non-finite row wrote NaN (docs/spec.md)
+    for (int sp = 0; sp < p.S; ++sp) {
+      const float ls = lses[sp * 16 + tid];
+      nan_row = nan_row || ls != ls;
+      m = fmaxf(m, ls);
+    }
+    s_rm[tid] = nan_row ? quiet_nan() : m;
   }
   __syncthreads();
 #pragma unroll
@@ -406,11 +411,12 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   if (oid >= 0) {
     const float m = s_rm[orow];
     T* out = static_cast<T*>(p.o.out) + oid * D;
-    if (m == ninf) {
+    if (m == ninf || m != m) {  // nothing attended / a non-finite row
+      const float z = m == ninf ? 0.0f : quiet_nan();
 #pragma unroll
       for (int v = 0; v < SEG / 4; ++v)
-        if (d0 + 4 * v < D) store4<DT>(out + d0 + 4 * v, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
-      if (d0 == 0) p.o.lse[oid] = ninf;
+        if (d0 + 4 * v < D) store4<DT>(out + d0 + 4 * v, make_float4(z, z, z, z));
+      if (d0 == 0) p.o.lse[oid] = m == ninf ? ninf : quiet_nan();
     } else {
       float4 acc[SEG / 4];
 #pragma unroll

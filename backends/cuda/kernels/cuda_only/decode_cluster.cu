@@ -186,6 +186,7 @@ __device__ void merge_global(const ClParams& cp, const float* xo, const float* x
   // ranks' loads in flight at once; the running max rescales what is summed so far.
   const int row = tid / 16, seg = tid % 16;
   float M = ninf, l = 0.0f;
+  bool nan_row = false;  // a rank with a non-finite row (NaN sum; docs/spec.md)
   float4 a0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), a1 = a0;
   for (int s0 = 0; s0 < C; s0 += 4) {
     float ms[4], ls[4];
@@ -203,6 +204,7 @@ __device__ void merge_global(const ClParams& cp, const float* xo, const float* x
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
+      if (s0 + u < C && ls[u] != ls[u]) nan_row = true;
       if (ms[u] == ninf) continue;  // no key of this rank (or past C): nothing to add
       const float Mn = fmaxf(M, ms[u]);
       const float r = exp2f(M - Mn), w = exp2f(ms[u] - Mn);  // r = 0 while M is -inf
@@ -216,7 +218,12 @@ __device__ void merge_global(const ClParams& cp, const float* xo, const float* x
   }
   const int64_t oid = tok * p.Hq + g * kGrp + row;
   T* out = static_cast<T*>(p.o.out) + oid * kD + seg * 8;
-  if (M == ninf || !(l > 0.0f)) {
+  if (nan_row) {
+    const float n = quiet_nan();
+    store4<DT>(out, make_float4(n, n, n, n));
+    store4<DT>(out + 4, make_float4(n, n, n, n));
+    if (seg == 0) p.o.lse[oid] = n;
+  } else if (M == ninf || !(l > 0.0f)) {
     store4<DT>(out, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
     store4<DT>(out + 4, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
     if (seg == 0) p.o.lse[oid] = ninf;
@@ -500,14 +507,16 @@ __global__ void __launch_bounds__(kThreads, OCC)
     float M = ninf;
     for (int s = 0; s < C; ++s) M = fmaxf(M, s_cm[s * rows_per + tid]);
     float l = 0.0f;
+    bool nan_row = false;  // a rank with a non-finite row (NaN sum; docs/spec.md)
     for (int s = 0; s < C; ++s) {
       const float ms = s_cm[s * rows_per + tid];
       const float w = ms == ninf ? 0.0f : exp2f(ms - M);
       s_cw[s * rows_per + tid] = w;
       l += w * s_cl[s * rows_per + tid];
+      nan_row = nan_row || s_cl[s * rows_per + tid] != s_cl[s * rows_per + tid];
     }
     s_fm[tid] = M;
-    s_fl[tid] = l;
+    s_fl[tid] = nan_row ? quiet_nan() : l;
   }
   __syncthreads();
   if (tid < rows_per * 16) {  // (row, 8-dim segment)
@@ -515,7 +524,12 @@ __global__ void __launch_bounds__(kThreads, OCC)
     const int64_t oid = tok * p.Hq + g * kGrp + row;
     T* out = static_cast<T*>(p.o.out) + oid * kD + seg * 8;
     const float M = s_fm[rr], l = s_fl[rr];
-    if (M == ninf || !(l > 0.0f)) {
+    if (l != l) {  // a non-finite row
+      const float n = quiet_nan();
+      store4<DT>(out, make_float4(n, n, n, n));
+      store4<DT>(out + 4, make_float4(n, n, n, n));
+      if (seg == 0) p.o.lse[oid] = n;
+    } else if (M == ninf || !(l > 0.0f)) {
       store4<DT>(out, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
       store4<DT>(out + 4, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
       if (seg == 0) p.o.lse[oid] = ninf;

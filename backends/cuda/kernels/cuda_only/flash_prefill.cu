@@ -425,6 +425,9 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             float v = sc[mt][n][e] * sl2;
+            // A visible -inf logit becomes NaN: with NaN and +inf ones (exp2(inf - inf))
+            // it turns l into NaN, which marks the row (docs/spec.md, "Non-finite inputs").
+            if (v == ninf) v = quiet_nan();
             if (need_mask) {
               const int j = k0 + 8 * n + 2 * qd + (e & 1);
               if (j > rel[mt][e >> 1]) v = ninf;
@@ -452,7 +455,7 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
           ps0 += sc[mt][n][0] + sc[mt][n][1];
           ps1 += sc[mt][n][2] + sc[mt][n][3];
         }
-        l[mt][0] = l[mt][0] * a0 + ps0;
+        l[mt][0] = l[mt][0] * a0 + ps0;  // NaN stays NaN through every later tile
         l[mt][1] = l[mt][1] * a1 + ps1;
         if (__any_sync(0xffffffffu, a0 != 1.0f || a1 != 1.0f)) {
 #pragma unroll
@@ -540,10 +543,10 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
         float lt = l[mt][hh];
         lt += __shfl_xor_sync(0xffffffffu, lt, 1);
         lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-        inv[hh] = lt > 0.0f ? 1.0f / lt : 0.0f;
+        inv[hh] = lt != lt ? quiet_nan() : lt > 0.0f ? 1.0f / lt : 0.0f;  // NaN: a non-finite row
         const int64_t id = s_row_id[warp * 16 * MT + mt * 16 + gq + 8 * hh];
         if (qd == 0 && id >= 0) {
-          const float lse = lt > 0.0f ? (m[mt][hh] + log2f(lt)) * 0.69314718055994531f : ninf;
+          const float lse = lt != lt ? quiet_nan() : lt > 0.0f ? (m[mt][hh] + log2f(lt)) * 0.69314718055994531f : ninf;
           if (split_mode) p.o.part_lse[int64_t{split} * p.o.rows_total + id] = lse;
           else p.o.lse[id] = lse;
         }

@@ -228,6 +228,9 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
 #pragma unroll
     for (int i = 0; i < 64; ++i) {
       float v = sc[i] * sl2;
+      // A visible -inf logit becomes NaN: with NaN and +inf ones (exp2(inf - inf)) it
+      // turns l into NaN, which marks the row (docs/spec.md, "Non-finite inputs").
+      if (v == ninf) v = quiet_nan();
       if (need_mask) {
         const int j = 8 * (i >> 2) + 2 * qd + (i & 1);
         if (j > ((i & 2) ? rel1 : rel0)) v = ninf;
@@ -253,7 +256,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
       if (i & 2) ps1 += sc[i];
       else ps0 += sc[i];
     }
-    l[0] = l[0] * a0 + ps0;
+    l[0] = l[0] * a0 + ps0;  // NaN stays NaN through every later tile
     l[1] = l[1] * a1 + ps1;
   };
   auto rescale_and_pack = [&](float a0, float a1) {
@@ -390,10 +393,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
     float lt = l[hh];
     lt += __shfl_xor_sync(0xffffffffu, lt, 1);
     lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-    inv[hh] = lt > 0.0f ? 1.0f / lt : 0.0f;
+    inv[hh] = lt != lt ? quiet_nan() : lt > 0.0f ? 1.0f / lt : 0.0f;  // NaN: a non-finite row
     const int64_t id = s_row_id[rbase + 8 * hh];
     if (qd == 0 && id >= 0) {
-      const float lse = lt > 0.0f ? (m[hh] + log2f(lt)) * 0.69314718055994531f : ninf;
+      const float lse = lt != lt ? quiet_nan() : lt > 0.0f ? (m[hh] + log2f(lt)) * 0.69314718055994531f : ninf;
       if (split_mode) p.o.part_lse[int64_t{split} * p.o.rows_total + id] = lse;
       else p.o.lse[id] = lse;
     }

@@ -123,7 +123,10 @@ __device__ __forceinline__ void online_softmax(float (&sacc)[2][4], Ok ok, float
   for (int n = 0; n < 2; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float v = ok(8 * n + 2 * qd + (e & 1), e >> 1) ? sacc[n][e] * scale_log2 : ninf;
+      // A visible -inf logit becomes NaN: with NaN and +inf ones (exp2(inf - inf)) it
+      // turns l_run into NaN, which marks the row (docs/spec.md, "Non-finite inputs").
+      const float x = sacc[n][e] * scale_log2;
+      const float v = ok(8 * n + 2 * qd + (e & 1), e >> 1) ? (x == ninf ? quiet_nan() : x) : ninf;
       sacc[n][e] = v;
       mt[e >> 1] = fmaxf(mt[e >> 1], v);
     }
@@ -148,6 +151,7 @@ __device__ __forceinline__ void online_softmax(float (&sacc)[2][4], Ok ok, float
       sacc[n][e] = pv;
       ps[e >> 1] += pv;
     }
+  // A NaN l_run stays NaN through every later tile and merge.
   l_run[0] = l_run[0] * alpha[0] + ps[0];
   l_run[1] = l_run[1] * alpha[1] + ps[1];
   if (__any_sync(0xffffffffu, rescale)) {
@@ -226,7 +230,7 @@ __device__ __forceinline__ void warp_factors(const float (*s_m)[16], const float
     f[h] = m_run[h] == ninf ? 0.0f : exp2f(m_run[h] - M);
   }
 }
-// Row r's max M over the warps and its sum l at that max.
+// Row r's max M over the warps and its sum l at that max (NaN when a warp's sum is NaN).
 template <int W>
 __device__ __forceinline__ void merged_stats(const float (*s_m)[16], const float (*s_l)[16], int r, float& M,
                                              float& l) {
@@ -235,9 +239,13 @@ __device__ __forceinline__ void merged_stats(const float (*s_m)[16], const float
 #pragma unroll
   for (int w = 0; w < W; ++w) M = fmaxf(M, s_m[w][r]);
   l = 0.0f;
+  bool nan = false;  // a warp saw a non-finite logit: the row is NaN (docs/spec.md)
 #pragma unroll
-  for (int w = 0; w < W; ++w)
+  for (int w = 0; w < W; ++w) {
+    nan = nan || s_l[w][r] != s_l[w][r];
     if (s_m[w][r] != ninf) l += s_l[w][r] * exp2f(s_m[w][r] - M);
+  }
+  if (nan) l = quiet_nan();
 }
 
 }  // namespace msa::cuda::dec

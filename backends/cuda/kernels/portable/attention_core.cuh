@@ -192,26 +192,32 @@ __device__ void attend(char* smem, const void* q_ptr, int D, float scale_log2, c
       for (int rr = 0; rr < kRPW; ++rr) {
         bool vk[kKPL];
         float a[kKPL];
-        float mt = ninf;
+        float mt = ninf, bad = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < kKPL; ++kk) {
           const int j = lane + kWarp * kk;
           vk[kk] = j < cur.nkeys && cur.kpos0 + j <= lim_r[rr];
           a[kk] = vk[kk] ? sc[rr][kk] : ninf;
+          if (vk[kk] && nonfinite(sc[rr][kk])) bad = 1.0f;
           mt = fmaxf(mt, a[kk]);
         }
         mt = warp_max(mt);
+        bad = warp_max(bad);
         const float mn = fmaxf(m_run[rr], mt);
         float alpha = 1.0f, psum = 0.0f;
         float* prow = ps + (r0 + rr) * L::PROW;
 #pragma unroll
         for (int kk = 0; kk < kKPL; ++kk) {
-          const float pv = (mn != ninf && vk[kk]) ? exp2f(a[kk] - mn) : 0.0f;
+          // Hidden keys get -0: the PV step skips them, so a NaN or Inf value the row
+          // does not attend never reaches it (0 * NaN would); attended keys are >= +0.
+          const float pv = (mn != ninf && vk[kk]) ? exp2f(a[kk] - mn) : -0.0f;
           psum += pv;
           prow[lane + kWarp * kk] = pv;
         }
         if (mn != ninf) alpha = m_run[rr] == ninf ? 0.0f : exp2f(m_run[rr] - mn);
-        l_run[rr] = l_run[rr] * alpha + warp_sum(psum);
+        // A visible logit that is not finite makes the row NaN for good (docs/spec.md,
+        // "Non-finite inputs"): l_run stays NaN through every later tile.
+        l_run[rr] = bad > 0.0f ? quiet_nan() : l_run[rr] * alpha + warp_sum(psum);
         m_run[rr] = mn;
         if (lane == 0) alpha_s[r0 + rr] = alpha;
       }
@@ -230,6 +236,7 @@ __device__ void attend(char* smem, const void* q_ptr, int D, float scale_log2, c
         const float pj[4] = {p4.x, p4.y, p4.z, p4.w};
 #pragma unroll
         for (int jj = 0; jj < 4; ++jj) {
+          if (__float_as_uint(pj[jj]) == 0x80000000u) continue;  // -0: a key this row does not see
           const char* vrow = vs + (j + jj) * L::KROW + pd * L::ES;
           float vf[DPT];
           if constexpr (DPT * L::ES == 16) {
@@ -263,12 +270,19 @@ __device__ void attend(char* smem, const void* q_ptr, int D, float scale_log2, c
     }
   }
   __syncthreads();
+  // A non-finite accumulated value in any of the row's 16 threads marks it as well.
+  float acc_bad = 0.0f;
+#pragma unroll
+  for (int e = 0; e < DPT; ++e)
+    if (nonfinite(acc[e])) acc_bad = 1.0f;
+  acc_bad = warp_max<16>(acc_bad);
   const int64_t id = row_id[pr];
   if (id < 0) return;
   const float l = l_s[pr], m = m_s[pr];
+  const bool nan_row = l != l || acc_bad > 0.0f;
   const bool empty = !(l > 0.0f);
-  const float inv = empty ? 0.0f : 1.0f / l;
-  const float lse = empty ? ninf : (m + log2f(l)) * 0.69314718055994531f;
+  const float inv = nan_row ? quiet_nan() : empty ? 0.0f : 1.0f / l;
+  const float lse = nan_row ? quiet_nan() : empty ? ninf : (m + log2f(l)) * 0.69314718055994531f;
   if (o.part_o != nullptr) {
     float* po = o.part_o + (int64_t{o.split} * o.rows_total + id) * D;
 #pragma unroll
@@ -306,7 +320,17 @@ __global__ void attn_merge_kernel(const float* __restrict__ part_o, const float*
   if (row >= rows) return;
   const float ninf = -FLT_MAX * 2.0f;
   float m = ninf;
-  for (int s = 0; s < S; ++s) m = fmaxf(m, part_lse[s * rows + row]);
+  bool nan_row = false;  // a split with a non-finite row wrote NaN (docs/spec.md)
+  for (int s = 0; s < S; ++s) {
+    const float ls = part_lse[s * rows + row];
+    nan_row = nan_row || ls != ls;
+    m = fmaxf(m, ls);
+  }
+  if (nan_row) {
+    for (int d = lane; d < D; d += kWarp) out[row * D + d] = Elem<DT>::store(quiet_nan());
+    if (lane == 0) lse[row] = quiet_nan();
+    return;
+  }
   if (m == ninf) {
     for (int d = lane; d < D; d += kWarp) out[row * D + d] = Elem<DT>::store(0.0f);
     if (lane == 0) lse[row] = ninf;

@@ -197,11 +197,12 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
             loaded_t = t;
             loaded_h = h0;
           }
-          float rm[kHC], rs[kHC];
+          float rm[kHC], rs[kHC], rnan[kHC];  // rnan: a valid NaN logit (the score is NaN)
 #pragma unroll
           for (int h = 0; h < kHC; ++h) {
             rm[h] = ninf;
             rs[h] = 0.0f;
+            rnan[h] = 0.0f;
           }
           const uint8_t* kb = static_cast<const uint8_t*>(p.ki) + page * Bs * row_bytes;
           for (int rb = 0; rb <= lim; rb += ROWS) {
@@ -244,7 +245,9 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
 #pragma unroll
               for (int h = 0; h < kHC; ++h) {
                 if (h != hh) continue;
-                if (p.pool_lse) {
+                if (l != l) {
+                  rnan[h] = 1.0f;
+                } else if (p.pool_lse) {
                   const float m = fmaxf(rm[h], l);
                   rs[h] = rs[h] * expf(rm[h] - m) + expf(l - m);
                   rm[h] = m;
@@ -257,12 +260,14 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
 #pragma unroll
           for (int h = 0; h < kHC; ++h) {
             const float m = warp_max(rm[h]);
+            const bool nan = warp_max(rnan[h]) > 0.0f;
             float score = m;
             if (p.pool_lse) {
               const float sum = warp_sum(m == ninf ? 0.0f : rs[h] * expf(rm[h] - m));
               score = m == ninf ? ninf : m + logf(sum);
             }
-            best[h] = fmaxf(best[h], score);
+            // NaN-propagating maximum over the query block's queries (docs/spec.md).
+            best[h] = nan || best[h] != best[h] ? quiet_nan() : fmaxf(best[h], score);
           }
         }
       }
