@@ -18,30 +18,39 @@ ops::KlStage parse_stage(const std::string& s) {
   throw Error("argument '--param stage': '" + s + "' is not sparse or dense");
 }
 
+// The tensors the sparse and dense backward passes share: dout, the forward's paged-cache
+// inputs and outputs (read), and the f32 gradients (allocated once the parameters are checked).
+template <typename Args>
+void read_paged_backward(OpIo& io, Args& a) {
+  a.dout = io.in("dout"), a.q = io.in("q"), a.k_cache = io.in("k_cache"), a.v_cache = io.in("v_cache");
+  a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
+  a.out = io.in("out"), a.lse = io.in("lse");
+}
+
+template <typename Args>
+void paged_gradients(OpIo& io, Args& a) {
+  a.dq = io.out("dq", DType::f32, shape_of(a.q));
+  a.dk_cache = io.out("dk_cache", DType::f32, shape_of(a.k_cache));
+  a.dv_cache = io.out("dv_cache", DType::f32, shape_of(a.k_cache));
+}
+
 }  // namespace
 
 void add_training_runners(RunnerTable& r) {
   r["sparse_block_attention_backward"] = [](hal::Device& d, OpIo& io, OpParams& p) {
     ops::SparseAttentionBackwardArgs a;
-    a.dout = io.in("dout"), a.q = io.in("q"), a.k_cache = io.in("k_cache"), a.v_cache = io.in("v_cache");
-    a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
-    a.block_idx = io.in("block_idx"), a.out = io.in("out"), a.lse = io.in("lse");
+    read_paged_backward(io, a);
+    a.block_idx = io.in("block_idx");
     a.Qb = int_param(p, "Qb", 1), a.NQ = resolve_nq(io, p, a.Qb, a.block_idx.shape[0], "block_idx");
     a.mode = parse_mode(p.get_str("mode", "per_kv_head")), a.scale = scale_param(p, "scale");
-    a.dq = io.out("dq", DType::f32, shape_of(a.q));
-    a.dk_cache = io.out("dk_cache", DType::f32, shape_of(a.k_cache));
-    a.dv_cache = io.out("dv_cache", DType::f32, shape_of(a.k_cache));
+    paged_gradients(io, a);
     ops::sparse_block_attention_backward(d, a);
   };
   r["dense_attention_backward"] = [](hal::Device& d, OpIo& io, OpParams& p) {
     ops::DenseAttentionBackwardArgs a;
-    a.dout = io.in("dout"), a.q = io.in("q"), a.k_cache = io.in("k_cache"), a.v_cache = io.in("v_cache");
-    a.block_table = io.in("block_table"), a.kv_len = io.in("kv_len"), a.cu_q = io.in("cu_q");
-    a.out = io.in("out"), a.lse = io.in("lse");
+    read_paged_backward(io, a);
     a.scale = scale_param(p, "scale");
-    a.dq = io.out("dq", DType::f32, shape_of(a.q));
-    a.dk_cache = io.out("dk_cache", DType::f32, shape_of(a.k_cache));
-    a.dv_cache = io.out("dv_cache", DType::f32, shape_of(a.k_cache));
+    paged_gradients(io, a);
     ops::dense_attention_backward(d, a);
   };
   r["patch_attention_3d_backward"] = [](hal::Device& d, OpIo& io, OpParams& p) {

@@ -13,13 +13,12 @@ class Target:
     """The first tensor argument's framework and device: outputs are made there, and
     CUDA tensors run on the framework's current stream."""
 
-    __slots__ = ("empty", "stream", "is_torch", "device")
+    __slots__ = ("empty", "stream", "is_torch")
 
-    def __init__(self, empty, stream, is_torch, device):
+    def __init__(self, empty, stream, is_torch):
         self.empty = empty
         self.stream = stream
         self.is_torch = is_torch
-        self.device = device
 
 
 _torch_dtypes = None
@@ -63,15 +62,15 @@ def target_of(op, first):
     if torch is not None and isinstance(first, torch.Tensor):
         device = first.device
         empty, index = _torch_targets.get(device) or _torch_target(torch, device)
-        return Target(empty, _raw_stream(torch, index) if index >= 0 else 0, True, device)
+        return Target(empty, _raw_stream(torch, index) if index >= 0 else 0, True)
     np = sys.modules.get("numpy")
     if np is not None and isinstance(first, np.ndarray):
-        return Target(_numpy_empty, 0, False, "cpu")
+        return Target(_numpy_empty, 0, False)
 
     def refuse(shape, dtype):
         raise ValueError(f"{op}: outputs cannot be created for {type(first).__name__} inputs: pass the output tensors")
 
-    return Target(refuse, 0, False, None)
+    return Target(refuse, 0, False)
 
 
 def _numpy_empty(shape, dtype):

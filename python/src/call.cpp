@@ -11,9 +11,6 @@
 namespace msa::python {
 namespace {
 
-// CUDA's cudaStreamLegacy: how the legacy default stream (torch's default stream, raw
-// value 0) is named to hal::Device::use_native_stream, whose nullptr means "own stream".
-void* const kLegacyDefaultStream = reinterpret_cast<void*>(uintptr_t{1});
 // Wrapped buffers start at an address aligned this far down, so that every tensor's
 // offset from it keeps the tensor's own alignment.
 constexpr uintptr_t kBaseAlign = 256;
@@ -67,6 +64,12 @@ const std::string& default_host_device() {
     return std::string("cpu-ref");
   }();
   return name;
+}
+
+void* native_stream(uint64_t raw) {
+  // CUDA's cudaStreamLegacy names the legacy default stream (torch's default stream, raw
+  // value 0) to hal::Device::use_native_stream, whose nullptr means "own stream".
+  return raw == 0 ? reinterpret_cast<void*>(uintptr_t{1}) : reinterpret_cast<void*>(raw);
 }
 
 hal::Device& host_device() {
@@ -158,7 +161,7 @@ hal::Device& Call::bind() {
                                             " cannot read: move the tensors (.cpu(), .to(...)) or pick backend=\"" +
                                             first->view->where() + "\"");
     wrap(*device_);
-    device_->use_native_stream(stream_ == 0 ? kLegacyDefaultStream : reinterpret_cast<void*>(stream_));
+    device_->use_native_stream(native_stream(stream_));
     native_stream_ = true;
   } else {
     stage(*device_);

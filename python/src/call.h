@@ -63,6 +63,8 @@ class Call {
 hal::Device& cached_device(const std::string& name);
 // The device CPU tensors run on by default: cpu when compiled in and usable, else cpu-ref.
 const std::string& default_host_device();
+// A caller's raw CUDA stream (0: the legacy default stream) as use_native_stream takes it.
+void* native_stream(uint64_t raw);
 // That device, and msa's device for CUDA ordinal `ordinal`, opened once.
 hal::Device& host_device();
 hal::Device& cuda_device(int ordinal);

@@ -56,8 +56,7 @@ int64_t count_query_blocks(py::handle cu_q, py::handle kv_len, int64_t Qb) {
 // Raises the device-side errors flagged on `stream` of `device` (waits for it).
 void check_errors(const std::string& device, uint64_t stream) {
   hal::Device& d = cached_device(device);
-  if (d.name().rfind("cuda:", 0) == 0) d.use_native_stream(stream == 0 ? reinterpret_cast<void*>(uintptr_t{1})
-                                                                          : reinterpret_cast<void*>(stream));
+  if (d.name().rfind("cuda:", 0) == 0) d.use_native_stream(native_stream(stream));
   try {
     d.stream().synchronize();
   } catch (...) {
