@@ -59,15 +59,15 @@ const Lens kEmpty{{}, {}};                            // B = 0
 const Lens kShort{{3}, {10}};                         // one partial block
 const Lens kEmptySeq{{2, 0, 1}, {2, 0, 70}};          // a sequence with nothing cached
 
-// A dense and a sparse case of one batch (Hq = 8, Hkv = 2, D = Bs = 64) with `x` in an
-// attended slot; the sparse one selects `k` blocks.
+// A dense and a sparse case of the batch `p` with `x` in an attended slot.
+void add_poisoned(CaseList& c, AttnParams p, Poison x) {
+  p.poison = x;
+  c.push_back(dense_attention_case(p));
+  c.push_back(sparse_attention_case(p));
+}
+// The same with Hq = 8, Hkv = 2, D = Bs = 64; the sparse case selects `k` blocks.
 void add_poisoned(CaseList& c, const Lens& lens, int k, DType t, Poison x) {
-  AttnParams d = attn(lens, 8, 2, 64, 64, 1, 0, t);
-  d.poison = x;
-  c.push_back(dense_attention_case(d));
-  AttnParams s = attn(lens, 8, 2, 64, 64, 1, k, t);
-  s.poison = x;
-  c.push_back(sparse_attention_case(s));
+  add_poisoned(c, attn(lens, 8, 2, 64, 64, 1, k, t), x);
 }
 
 // NaN / Inf in attended keys, values, queries and indexer keys, and an f32 overflow
@@ -87,6 +87,29 @@ void add_nonfinite(CaseList& c) {
   i.poison = Poison::nan_index_key;
   i.pool = Pool::lse;
   c.push_back(indexer_score_case(i));
+}
+
+// The non-finite rule on the shapes the GPU backends' tuned kernels take (full set): the
+// M3 decode group (16 query heads per KV head, D = Bs = 128), bf16 prefill at D = 128
+// (tensor-core flash kernels, one token and 64-token query blocks), prefill-sized indexer
+// calls (tensor-core indexers) with bf16 and fp8 keys, both poolings.
+void add_nonfinite_tuned(CaseList& c) {
+  for (Poison x : {Poison::nan_key, Poison::nan_value, Poison::inf_value, Poison::overflow}) {
+    add_poisoned(c, attn({{1, 1}, {3000, 2100}}, 16, 1, 128, 128, 1, 8, kBF16), x);
+    add_poisoned(c, attn({{200}, {600}}, 8, 2, 128, 64, 1, 4, kBF16), x);
+    AttnParams s = attn({{256}, {256}}, 8, 2, 128, 64, 64, 2, kBF16);
+    s.poison = x;
+    c.push_back(sparse_attention_case(s));
+  }
+  for (DType ki : {kBF16, kFP8})
+    for (Pool pool : {Pool::max, Pool::lse})
+      for (const Lens& l : {Lens{{256}, {600}}, Lens{{1, 1}, {3000, 2100}}}) {
+        AttnParams i = attn(l, 8, 2, 64, 64, 1, 2, kBF16);
+        i.ki_dtype = ki;
+        i.pool = pool;
+        i.poison = Poison::nan_index_key;
+        c.push_back(indexer_score_case(i));
+      }
 }
 
 void add_quick(CaseList& c) {
@@ -693,6 +716,8 @@ CaseList make_cases(std::string_view set, std::string_view op_filter, double sca
     add_full_attention(all);
     add_full_selection(all);
     add_full_other(all);
+    add_nonfinite(all);
+    add_nonfinite_tuned(all);
   } else if (set == "perf") {
     if (!(scale > 0) || scale > 1) throw Error("cases: perf scale must be in (0, 1], got " + std::to_string(scale));
     add_perf(all, scale);

@@ -302,6 +302,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   __syncthreads();  // the stage area is free for the combine
 
   // ---- combine the 4 warps (fixed order) ----
+  ptx::mark_nonfinite_rows(o, l_run);  // a non-finite attended value: a NaN row
   publish_stats(m_run, l_run, s_m[warp], s_l[warp], lane);
   __syncthreads();
   float* cb = reinterpret_cast<float*>(smem);  // [warp][16][CROW]

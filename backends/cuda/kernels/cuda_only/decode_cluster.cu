@@ -454,6 +454,7 @@ __global__ void __launch_bounds__(kThreads, OCC)
   __syncthreads();  // every warp is done with the stages: they hold the combine now
 
   // ---- combine the 8 warps (fixed order) into this CTA's partial: X = O, M, sum ----
+  ptx::mark_nonfinite_rows(o, l_run);  // a non-finite attended value: a NaN row
   publish_stats(m_run, l_run, s_m[warp], s_l[warp], lane);
   __syncthreads();
   float* xo = reinterpret_cast<float*>(smem + L::X_OFF);    // [16][XROW]

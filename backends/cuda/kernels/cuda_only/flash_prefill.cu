@@ -533,6 +533,8 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
     __syncthreads();  // every warp is done with the stages (and Q): reuse them for the output
 
     // ---- O / l (staged per warp for coalesced rows) and lse ----
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) ptx::mark_nonfinite_rows(o[mt], l[mt]);  // a non-finite attended value
     const bool split_mode = p.S > 1;
     float* ob = reinterpret_cast<float*>(smem) + warp * 16 * MT * L::OROW;
 #pragma unroll

@@ -385,6 +385,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
   __syncthreads();  // every warpgroup is done with the rings: reuse them for the output
 
   // ---- O / l (staged per warp for coalesced rows) and lse ----
+  ptx::mark_nonfinite_rows(o, l);  // a non-finite attended value: a NaN row
   const bool split_mode = p.S > 1;
   float* ob = reinterpret_cast<float*>(smem + kKOff) + warp * 16 * kORow;
   float inv[2];

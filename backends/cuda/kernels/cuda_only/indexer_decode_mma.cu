@@ -45,6 +45,7 @@
 #include <string>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
@@ -155,23 +156,23 @@ __device__ __forceinline__ uint32_t fp4_scales(uint32_t two) {
 struct Pool {
   float m = -FLT_MAX * 2.0f, s = 0.0f;
   // Max pooling of unscaled logits, then scale() once: max(x) * s == max(x * s) for s > 0
-  // (rounding is monotone; -inf stays -inf, NaN is dropped by fmaxf either way).
-  __device__ __forceinline__ void max_raw(float x) { m = fmaxf(m, x); }
+  // (rounding is monotone; -inf stays -inf, NaN stays NaN: max_nan).
+  __device__ __forceinline__ void max_raw(float x) { m = max_nan(m, x); }
   __device__ __forceinline__ void scale(float sc) { m *= sc; }
   __device__ __forceinline__ void add(float l, bool lse) {
     if (lse) {
-      const float nm = fmaxf(m, l);
+      const float nm = max_nan(m, l);
       s = s * expf(m - nm) + expf(l - nm);
       m = nm;
     } else {
-      m = fmaxf(m, l);
+      m = max_nan(m, l);
     }
   }
   // Merges the 8 lanes that share lane % 4 (xor 4, 8, 16); returns the pooled score.
   __device__ __forceinline__ float finish(bool lse) {
     const float ninf = -FLT_MAX * 2.0f;
     float mm = m;
-    for (int o = 4; o < 32; o <<= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
+    for (int o = 4; o < 32; o <<= 1) mm = max_nan(mm, __shfl_xor_sync(0xffffffffu, mm, o));
     if (!lse) return mm;
     float ss = (m == ninf) ? 0.0f : s * expf(m - mm);
     for (int o = 4; o < 32; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
@@ -406,8 +407,8 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
           float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           fp4_tile(st.raw[u], st.gs[u], b[0], acc);
           if (p.raw_max && r0 + 16 * u + 15 <= lim) {  // a whole tile: no row checks, no scaling
-            pool[0].max_raw(fmaxf(acc[0], acc[2]));
-            pool[1].max_raw(fmaxf(acc[1], acc[3]));
+            pool[0].max_raw(max_nan(acc[0], acc[2]));
+            pool[1].max_raw(max_nan(acc[1], acc[3]));
             continue;
           }
 #pragma unroll

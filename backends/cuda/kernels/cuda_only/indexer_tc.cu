@@ -40,6 +40,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/cuda_only/indexer_tile.cuh"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
@@ -148,7 +149,7 @@ __device__ __forceinline__ uint32_t e4m3x2_to_mma(uint32_t two) {
 // Merges pooled partials (m, e) <- (m, e) + (m2, e2); e is a sum of exp2(l - m) (lse only).
 __device__ __forceinline__ void pool_merge(float& m, float& e, float m2, float e2, bool lse) {
   const float ninf = -FLT_MAX * 2.0f;
-  const float mx = fmaxf(m, m2);
+  const float mx = max_nan(m, m2);
   if (lse && mx != ninf) e = (m == ninf ? 0.0f : e * exp2f(m - mx)) + (m2 == ninf ? 0.0f : e2 * exp2f(m2 - mx));
   m = mx;
 }
@@ -190,10 +191,10 @@ __device__ __forceinline__ void warp_partials(float (&acc)[4][8][4], const float
           if constexpr (COLS) l *= f[nt][e];
           if constexpr (!FULL) l = (8 * nt + 2 * tq + e < nv) ? l : ninf;
           acc[mt][nt][2 * hh + e] = l;
-          m = fmaxf(m, l);
+          m = max_nan(m, l);
         }
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      m = max_nan(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = max_nan(m, __shfl_xor_sync(0xffffffffu, m, 2));
       float s = 0.0f;
       if (p.lse) {
         // Without COLS the logits are acc * base (base > 0): exp2(acc * base - m).
@@ -481,18 +482,18 @@ __global__ void MSA_TC_INDEXER_BOUNDS indexer_tc_kernel(const TcIndexerParams p)
         if (tvalid) v = p.lse ? (run_m == ninf ? ninf : (run_m + log2f(run_e)) * kLn2) : run_m;
 #pragma unroll
         for (int d = 1; d < 32; d <<= 1)
-          if (d < Qp) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, d));
+          if (d < Qp) v = max_nan(v, __shfl_xor_sync(0xffffffffu, v, d));
         if (Qp > 32) {  // a query block spans Qp / 32 warps (TM >= 64: one head per warp)
           if (lane == 0) s_wmax[hf * (kThreads / 32) + warp] = v;
           __syncthreads();
           if ((ptt & (Qp - 1)) == 0)
-            for (int w = 1; w < Qp / 32; ++w) v = fmaxf(v, s_wmax[hf * (kThreads / 32) + warp + w]);
+            for (int w = 1; w < Qp / 32; ++w) v = max_nan(v, s_wmax[hf * (kThreads / 32) + warp + w]);
         }
         if (pactive && (ptt & (Qp - 1)) == 0 && ptt < tt0 + ntok && ptt + Qp > tt0) {
           const int64_t qb = tl.qb0 + (sb + ptt) / Qb - tl.p0 / Qb;
           if (qb < p.NQ) {
             float* o = p.out + (qb * Hi + ph) * int64_t{MB} + c;
-            if (sidx > 0) v = fmaxf(*o, v);  // Qb > TM: an earlier sub-tile of this query block
+            if (sidx > 0) v = max_nan(*o, v);  // Qb > TM: an earlier sub-tile of this query block
             *o = v;
           }
         }

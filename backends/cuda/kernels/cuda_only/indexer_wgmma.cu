@@ -45,6 +45,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/cuda_only/hopper_probe.h"
 #include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
 #include "backends/cuda/kernels/cuda_only/indexer_tile.cuh"
@@ -114,7 +115,7 @@ __device__ __forceinline__ void named_arrive(int id) {
 
 __device__ __forceinline__ void pool_merge(float& m, float& e, float m2, float e2) {
   const float ninf = -FLT_MAX * 2.0f;
-  const float mx = fmaxf(m, m2);
+  const float mx = max_nan(m, m2);
   if (mx != ninf) e = (m == ninf ? 0.0f : e * exp2f(m - mx)) + (m2 == ninf ? 0.0f : e2 * exp2f(m2 - mx));
   m = mx;
 }
@@ -157,9 +158,9 @@ __device__ __forceinline__ void step_partials(const float (&acc)[64], const int 
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) m = fmaxf(m, logit(j, e));
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      for (int e = 0; e < 2; ++e) m = max_nan(m, logit(j, e));
+    m = max_nan(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = max_nan(m, __shfl_xor_sync(0xffffffffu, m, 2));
     float s = 0.0f;
     if constexpr (LSE) {
       const float ms = m == ninf ? 0.0f : (SCALE_EACH ? m : m * base);
@@ -387,7 +388,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         } else if constexpr (LSE) {
           pool_merge(run_m[j], run_e[j], m[j], e[j]);
         } else {
-          run_m[j] = fmaxf(run_m[j], m[j]);
+          run_m[j] = max_nan(run_m[j], m[j]);
         }
       }
       if (off + kChunk >= Bs || k0 + kChunk >= k_stop) {  // block c is complete
@@ -401,11 +402,11 @@ __global__ void __launch_bounds__(kThreads, 1)
           // Row slots: bit 0 = g >> 2 (lane bit 4), bit 1 = hh; head = g & 3.
           if (Qb >= 2) {
 #pragma unroll
-            for (int j = 0; j < NR; ++j) v[j] = fmaxf(v[j], __shfl_xor_sync(0xffffffffu, v[j], 16));
+            for (int j = 0; j < NR; ++j) v[j] = max_nan(v[j], __shfl_xor_sync(0xffffffffu, v[j], 16));
           }
           if (Qb >= 4) {
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) v[2 * mt] = v[2 * mt + 1] = fmaxf(v[2 * mt], v[2 * mt + 1]);
+            for (int mt = 0; mt < MT; ++mt) v[2 * mt] = v[2 * mt + 1] = max_nan(v[2 * mt], v[2 * mt + 1]);
           }
           if (q == 0 && (Qb == 1 || (g >> 2) == 0)) {
 #pragma unroll
@@ -428,20 +429,20 @@ __global__ void __launch_bounds__(kThreads, 1)
           float vv = sc[prow];
 #pragma unroll
           for (int d = 1; d < 32; d <<= 1)
-            if (d < Qp) vv = fmaxf(vv, __shfl_xor_sync(0xffffffffu, vv, d));
+            if (d < Qp) vv = max_nan(vv, __shfl_xor_sync(0xffffffffu, vv, d));
           if (Qp > 32) {  // a query block spans Qp / 32 warps (TM = 64: one head per two warps)
             float* const wm = s_wmax + (nend & 1) * 8;
             if (lane == 0) wm[warp] = vv;
             consumers_sync();
             if ((ptt & (Qp - 1)) == 0)
-              for (int x = 1; x < Qp / 32; ++x) vv = fmaxf(vv, wm[warp + x]);
+              for (int x = 1; x < Qp / 32; ++x) vv = max_nan(vv, wm[warp + x]);
           }
           if (pactive) {
             if ((ptt & (Qp - 1)) == 0 && ptt < tt0 + ntok && ptt + Qp > tt0) {
               const int64_t qb = tl.qb0 + (sb + ptt) / Qb - tl.p0 / Qb;
               if (qb < p.NQ) {
                 float* o = p.out + (qb * Hi + ph) * int64_t{MB} + c;
-                if (sidx > 0) vv = fmaxf(*o, vv);  // Qb > TM: an earlier sub-tile of this query block
+                if (sidx > 0) vv = max_nan(*o, vv);  // Qb > TM: an earlier sub-tile of this query block
                 *o = vv;
               }
             }

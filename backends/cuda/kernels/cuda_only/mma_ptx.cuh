@@ -1,8 +1,9 @@
 // CUDA-only (sm_80+) inline-PTX helpers for the tensor-core kernels of this folder:
 // cp.async 16-byte copies (with zero fill), ldmatrix (plain and transposed), mma.sync
 // m16n8k16 with f32 accumulation for bf16/f16, packing two floats into one bf16x2/f16x2
-// register, and the hardware exp2. Fragment layouts follow the PTX ISA ("Matrix fragments
-// for mma.m16n8k16"): lane = 4 g + q holds rows g and g + 8, columns 2q, 2q + 1 (+8).
+// register, the hardware exp2, and the non-finite value rule's row marking. Fragment
+// layouts follow the PTX ISA ("Matrix fragments for mma.m16n8k16"): lane = 4 g + q holds
+// rows g and g + 8, columns 2q, 2q + 1 (+8).
 #pragma once
 #include <cstdint>
 
@@ -67,6 +68,39 @@ __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+}
+
+// The value rule of docs/spec.md ("Non-finite inputs"): a row whose accumulated output
+// holds a non-finite element (an attended value that is NaN or infinite) gets its softmax
+// sum l set to NaN, which the kernels' epilogues and split merges write as a NaN row.
+// Fragment layouts: o[n][e] (mma.sync m16n8k16) and flat o[i] (wgmma m64nNk16) both hold
+// row g for e / i bits 1 = 0 and row g + 8 otherwise; l[h] is this lane's partial sum of
+// row g + 8 h. The flag is OR-ed over the lane quad that shares a row: every lane of the
+// warp must call it.
+__device__ __forceinline__ void nan_rows_of(bool bad0, bool bad1, float (&l)[2]) {
+  int b0 = bad0, b1 = bad1;
+  b0 |= __shfl_xor_sync(0xffffffffu, b0, 1);
+  b0 |= __shfl_xor_sync(0xffffffffu, b0, 2);
+  b1 |= __shfl_xor_sync(0xffffffffu, b1, 1);
+  b1 |= __shfl_xor_sync(0xffffffffu, b1, 2);
+  if (b0) l[0] = quiet_nan();
+  if (b1) l[1] = quiet_nan();
+}
+template <int N>
+__device__ __forceinline__ void mark_nonfinite_rows(const float (&o)[N][4], float (&l)[2]) {
+  bool bad[2] = {false, false};
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) bad[e >> 1] = bad[e >> 1] || nonfinite(o[n][e]);
+  nan_rows_of(bad[0], bad[1], l);
+}
+template <int N>
+__device__ __forceinline__ void mark_nonfinite_rows(const float (&o)[N], float (&l)[2]) {
+  bool bad[2] = {false, false};
+#pragma unroll
+  for (int i = 0; i < N; ++i) bad[(i >> 1) & 1] = bad[(i >> 1) & 1] || nonfinite(o[i]);
+  nan_rows_of(bad[0], bad[1], l);
 }
 
 }  // namespace msa::cuda::ptx
