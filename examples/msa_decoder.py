@@ -150,20 +150,21 @@ class Block(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Embedding, n_dense dense layers, n_msa MSA layers, final norm, LM head."""
+    """Embedding (of one or more ids per position), n_dense dense layers, n_msa MSA layers, final norm, LM head."""
 
     def __init__(self, c: ModelConfig):
         super().__init__()
         self.c = c
-        self.embed = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.embed = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=0)
         self.layers = nn.ModuleList([Block(c, i >= c.n_dense) for i in range(c.n_dense + c.n_msa)])
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
 
     def forward(self, ids, batch, stage):
-        """logits [T][vocab] and, per MSA layer, (kl [T][Hkv], recall [T][Hq])."""
+        """ids [T][n] (summed embeddings; id 0 embeds to 0) -> logits [T][vocab] and, per MSA
+        layer, (kl [T][Hkv], recall [T][Hq])."""
         stats = []
-        x = self.embed(ids)
+        x = self.embed(ids).sum(1)
         for layer in self.layers:
             x = layer(x, batch, stage, stats)
         return self.lm_head(self.norm(x)), stats

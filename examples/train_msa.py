@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Train a small M3-shaped decoder with MSA from scratch on long-context key-value retrieval.
 
-Each sequence is filler tokens with key-value pairs (a key token, then its value token)
-planted at random depths; at the end come queries `QUERY key value`, and the model must
-predict each queried key's value. The model (msa_decoder.py) has dense first layers and
+Each sequence is filler tokens with key-value pairs planted at random depths (a position
+holding a key token and its value token, see Task); at the end come queries `QUERY key`,
+and at each queried key the model must predict its value. The model (msa_decoder.py) has dense first layers and
 MSA layers. Two stages, as M3 trains: a dense warm-up (the MSA layers attend densely,
 the index branch learns from indexer_kl(stage="dense")), then the sparse stage (selection
 by indexer_score + block_topk per KV head, sparse_block_attention, indexer_kl(stage=
@@ -33,30 +33,35 @@ from msa_decoder import Decoder, ModelConfig, PackedBatch
 
 @dataclass
 class Task:
+    """Tokens: NONE (0), QUERY, keys, values, filler. A position holds a token and a companion
+    token (NONE almost everywhere), embedded as the sum of the two: a planted pair is one
+    position holding (key, value), so finding it is one attention hop from the query."""
     n_keys: int
     n_values: int
     n_filler: int
     n_pairs: int
     n_queries: int
 
-    QUERY = 0
+    NONE, QUERY = 0, 1
 
     @property
     def vocab_size(self):
-        return 1 + self.n_keys + self.n_values + self.n_filler
+        return 2 + self.n_keys + self.n_values + self.n_filler
 
     def sequence(self, gen, length):
-        """ids [length], target positions (the queried key tokens) and their values (token ids)."""
-        keys0, values0, filler0 = 1, 1 + self.n_keys, 1 + self.n_keys + self.n_values
-        body = length - 3 * self.n_queries
-        ids = torch.randint(filler0, self.vocab_size, (length,), generator=gen)
+        """ids [length][2], target positions (the queried key tokens) and their values (token ids)."""
+        keys0, values0 = 2, 2 + self.n_keys
+        filler0 = values0 + self.n_values
+        body = length - 2 * self.n_queries
+        ids = torch.full((length, 2), self.NONE)
+        ids[:, 0] = torch.randint(filler0, self.vocab_size, (length,), generator=gen)
         keys = torch.randperm(self.n_keys, generator=gen)[:self.n_pairs] + keys0
         values = torch.randint(values0, filler0, (self.n_pairs,), generator=gen)
-        depth = torch.randperm(body // 2, generator=gen)[:self.n_pairs] * 2
-        ids[depth], ids[depth + 1] = keys, values
+        depth = torch.randperm(body, generator=gen)[:self.n_pairs]
+        ids[depth, 0], ids[depth, 1] = keys, values
         asked = torch.randperm(self.n_pairs, generator=gen)[:self.n_queries]
-        at = body + 3 * torch.arange(self.n_queries)
-        ids[at], ids[at + 1], ids[at + 2] = self.QUERY, keys[asked], values[asked]
+        at = body + 2 * torch.arange(self.n_queries)
+        ids[at, 0], ids[at + 1, 0] = self.QUERY, keys[asked]
         return ids, at + 1, values[asked]
 
 
@@ -105,7 +110,7 @@ def make_batch(task, gen, lengths, Bs, device, ops_device):
 
 
 def lengths_of(gen, p, n):
-    lo = max(int(p["seq_len"] * p["min_frac"]), 3 * p["task"].n_queries + 2 * p["task"].n_pairs + 2)
+    lo = max(int(p["seq_len"] * p["min_frac"]), 2 * p["task"].n_queries + p["task"].n_pairs + 1)
     return [int(x) for x in torch.randint(lo, p["seq_len"] + 1, (n,), generator=gen)]
 
 
