@@ -230,7 +230,7 @@ TEST_F(Checker, RunCheckMatch) {
   std::ostringstream some;
   EXPECT_EQ(run_check(*dev_, "quick", "block_topk", some, pattern), 0) << some.str();
   char row[64];
-  std::snprintf(row, sizeof row, "%-24s %6d", "block_topk", same);
+  std::snprintf(row, sizeof row, "%-32s %6d", "block_topk", same);
   EXPECT_NE(some.str().find(row), std::string::npos) << pattern << "\n" << some.str();
   for (const char* bad : {"(", "no-case-has-this"}) {
     std::ostringstream out;
