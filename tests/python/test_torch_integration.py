@@ -181,7 +181,7 @@ def test_torch_compile_fullgraph_of_whole_layer_cpu():
 
 
 # --------------------------------------------------------------------------------------
-# grad inputs: msa.* differentiates the attention ops; the graph-safe paths refuse them
+# grad inputs: the attention ops differentiate; MSAWrapper and kv_append refuse them
 # --------------------------------------------------------------------------------------
 
 def test_requires_grad_goes_through_autograd_or_is_refused():
@@ -196,9 +196,11 @@ def test_requires_grad_goes_through_autograd_or_is_refused():
     w = mt.MSAWrapper().plan(*args, dtype=torch.float32, k=4, n_sink=1, **CFG)
     with pytest.raises(ValueError, match="requires grad"):
         w.run(qg, qi.float().requires_grad_(), kcf, vcf, kic)
-    if mt.HAS_TORCH_LIBRARY:
-        with pytest.raises(RuntimeError, match="no backward yet"):
-            torch.ops.msa.sparse_block_attention(qg, kcf, vcf, *args, idx, 1, q.shape[0], "per_kv_head", None)
+    if mt.HAS_TORCH_LIBRARY:  # torch.ops.msa differentiates too (tests/python/test_torch_ops_training.py)
+        q2 = q.float().requires_grad_()
+        out2, _ = torch.ops.msa.sparse_block_attention(q2, kcf, vcf, *args, idx, 1, q.shape[0], "per_kv_head", None)
+        out2.sum().backward()
+        assert torch.equal(q2.grad, qg.grad)
     with torch.no_grad():  # allowed without grad mode
         msa.sparse_block_attention(qg, kcf, vcf, *args, idx)
         if mt.HAS_TORCH_LIBRARY:

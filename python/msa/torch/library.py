@@ -6,9 +6,11 @@ name (required tensors, then its keyword arguments without `backend` and outputs
 The fake kernels give the outputs' shapes and dtypes, so `torch.compile(fullgraph=True)`
 traces a call without a graph break. `kv_append` mutates its caches and returns nothing.
 
-These custom ops have no autograd formula yet: a call on inputs that require grad (with
-grad mode on) raises RuntimeError at the call, from an autograd kernel on the CPU and CUDA
-autograd keys. The plain msa.* attention functions differentiate (msa.torch.autograd).
+The attention ops differentiate (to q, k_cache, v_cache) through the backward ops, and
+`msa::indexer_kl` (to qi and ki_cache), all defined in msa.torch.library_training. The
+selection ops are not differentiated: their outputs never require grad. `kv_append`, an
+in-place cache write, refuses inputs that require grad (with grad mode on) with a
+RuntimeError at the call.
 
 With older torch (no `torch.library.custom_op`) nothing is registered: HAS_TORCH_LIBRARY
 is False and STATUS says why; the plain `msa.*` functions work on any torch.
@@ -19,16 +21,20 @@ import torch
 from torch import Tensor
 
 import msa
+from msa.torch import library_training
 
 MIN_TORCH = (2, 4)
 NAMESPACE = "msa"
 OPS = ("indexer_score", "block_topk", "indexer_topk", "sparse_block_attention", "dense_attention",
-       "patch_attention_3d", "kv_append")
+       "patch_attention_3d", "kv_append", "sparse_block_attention_backward", "dense_attention_backward",
+       "patch_attention_3d_backward", "indexer_kl", "indexer_kl_backward")
+NOT_DIFFERENTIATED = ("indexer_score", "block_topk", "indexer_topk")  # selection: outputs without grad
+REFUSES_GRAD = ("kv_append",)
 
 HAS_TORCH_LIBRARY = False
 STATUS = "not registered yet"
 _opdefs = []  # the CustomOpDef objects (kept alive with their registrations)
-_guard_lib = None  # the torch.library.Library holding the no-grad autograd kernels
+_guard_lib = None  # the torch.library.Library holding the selection ops' and kv_append's autograd kernels
 
 
 def torch_version():
@@ -126,17 +132,16 @@ def _define_cache_ops(custom_op, register_fake):
     return [kv_append]
 
 
-def _no_grad_kernel(name):
-    """An autograd kernel that refuses inputs needing grad and runs the op below autograd."""
+def _below_autograd_kernel(name, refuse):
+    """An autograd kernel that runs the op below autograd (outputs without grad); with
+    `refuse`, inputs needing grad (in grad mode) are an error naming the op."""
     op = getattr(getattr(torch.ops, NAMESPACE), name).default
     below = torch._C._after_autograd_keyset
 
     def kernel(keyset, *args, **kwargs):
-        if torch.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args):
-            raise RuntimeError(f"msa::{name}: an input requires grad, and torch.ops.msa has no backward yet "
-                               "(msa.sparse_block_attention, msa.dense_attention and msa.patch_attention_3d "
-                               "differentiate through msa.torch.autograd): "
-                               "call it under torch.no_grad() or pass detached tensors")
+        if refuse and torch.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            raise RuntimeError(f"msa::{name}: an input requires grad, and {name} (an in-place cache write) has no "
+                               "backward: call it under torch.no_grad() or pass detached tensors")
         with torch._C._AutoDispatchBelowAutograd():
             return op.redispatch(keyset & below, *args, **kwargs)
 
@@ -144,12 +149,12 @@ def _no_grad_kernel(name):
 
 
 def _guard_autograd():
-    """Puts the no-grad kernels on the CPU and CUDA autograd keys, which take precedence
-    over the kernel custom_op registers on the Autograd alias key."""
+    """Puts the below-autograd kernels of the ops without a formula on the CPU and CUDA
+    autograd keys."""
     global _guard_lib
     _guard_lib = torch.library.Library(NAMESPACE, "IMPL")
-    for name in OPS:
-        kernel = _no_grad_kernel(name)
+    for name in NOT_DIFFERENTIATED + REFUSES_GRAD:
+        kernel = _below_autograd_kernel(name, refuse=name in REFUSES_GRAD)
         for key in ("AutogradCPU", "AutogradCUDA"):
             _guard_lib.impl(name, kernel, key, with_keyset=True)
 
@@ -165,12 +170,16 @@ def register():
                   f"{MIN_TORCH[0]}.{MIN_TORCH[1]}): torch.ops.msa is not registered; the msa.* functions work")
         return False
     custom_op, register_fake = torch.library.custom_op, torch.library.register_fake
-    for define in (_define_selection_ops, _define_attention_ops, _define_cache_ops):
-        _opdefs.extend(define(custom_op, register_fake))
+    _opdefs.extend(_define_selection_ops(custom_op, register_fake))
+    attention = _define_attention_ops(custom_op, register_fake)
+    _opdefs.extend(attention)
+    _opdefs.extend(_define_cache_ops(custom_op, register_fake))
+    names = ("sparse_block_attention", "dense_attention", "patch_attention_3d")
+    _opdefs.extend(library_training.define(custom_op, register_fake, dict(zip(names, attention))))
     HAS_TORCH_LIBRARY = True
     STATUS = f"torch.ops.msa registered (torch {torch.__version__})"
     try:
         _guard_autograd()
-    except Exception as e:  # the ops work; grad inputs then fail only at backward
-        STATUS += f"; no call-time grad check ({e!r}): backward through an op raises instead"
+    except Exception as e:  # the ops work; grad inputs then fail only at backward (no formula)
+        STATUS += f"; no autograd kernels for the selection ops and kv_append ({e!r})"
     return True
