@@ -40,6 +40,7 @@ class ModelConfig:
     n_msa: int = 1
     rms_norm_eps: float = 1e-6
     rope_theta: float = 5e6
+    initializer_range: float = 0.02
 
 
 class PackedBatch:
@@ -159,6 +160,18 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList([Block(c, i >= c.n_dense) for i in range(c.n_dense + c.n_msa)])
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
+        self.apply(self._init_weights)
+
+    def _init_weights(self, m):
+        # Hugging Face's init (normal, std initializer_range). torch's defaults (N(0, 1)
+        # embeddings) make each token's own embedding dominate the residual stream, so the
+        # final norm leaves the retrieved value a tiny share of the readout: retrieval
+        # then stays at chance within a short run.
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=self.c.initializer_range)
+        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+            with torch.no_grad():
+                m.weight[m.padding_idx].zero_()
 
     def forward(self, ids, batch, stage):
         """ids [T][n] (summed embeddings; id 0 embeds to 0) -> logits [T][vocab] and, per MSA
