@@ -71,7 +71,7 @@ PRESETS = {
                model=dict(hidden_size=64, intermediate_size=128, num_attention_heads=8, num_key_value_heads=4,
                           head_dim=16, sparse_num_index_heads=4, sparse_index_dim=16, sparse_block_size=16,
                           sparse_topk_blocks=4, n_dense=1, n_msa=1),
-               seq_len=128, min_frac=2 / 3, batch=4, steps=160, warmup_frac=0.5, lr=3e-3, eval_batches=4),
+               seq_len=128, min_frac=2 / 3, batch=4, steps=240, warmup_frac=0.6, lr=3e-3, eval_batches=4),
     # GPU; sequences of 8K-32K tokens, M3's Bs and k
     "full": dict(task=Task(n_keys=256, n_values=64, n_filler=512, n_pairs=64, n_queries=16),
                  model=dict(hidden_size=256, intermediate_size=512, num_attention_heads=16, num_key_value_heads=4,
