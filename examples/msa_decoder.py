@@ -40,6 +40,7 @@ class ModelConfig:
     n_msa: int = 1
     rms_norm_eps: float = 1e-6
     rope_theta: float = 5e6
+    initializer_range: float = 0.02
 
 
 class PackedBatch:
@@ -88,6 +89,19 @@ class Attention(nn.Module):
             self.index_q_proj = nn.Linear(c.hidden_size, Hi * Di, bias=False)
             self.index_k_proj = nn.Linear(c.hidden_size, Di, bias=False)
             self.index_q_norm, self.index_k_norm = RMSNorm(Di, c.rms_norm_eps), RMSNorm(Di, c.rms_norm_eps)
+
+    @torch.no_grad()
+    def match_keys_to_queries(self):
+        """Initialises each key head as the first query head of its group (the index key as
+        index query head 0), so q.k starts as content similarity: a query attends to tokens
+        like itself, the lookup retrieval needs. From independent random projections the
+        model takes far longer to find it."""
+        c = self.c
+        G, D = c.num_attention_heads // c.num_key_value_heads, c.head_dim
+        for h in range(c.num_key_value_heads):
+            self.k_proj.weight[h * D:(h + 1) * D] = self.q_proj.weight[h * G * D:(h * G + 1) * D]
+        if self.msa_layer:
+            self.index_k_proj.weight.copy_(self.index_q_proj.weight[:c.sparse_index_dim])
 
     def _heads(self, x, H, Dh, norm, pos):
         return rope(norm(x.view(x.shape[0], H, Dh)), pos, self.c.rope_theta).contiguous()
@@ -159,6 +173,20 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList([Block(c, i >= c.n_dense) for i in range(c.n_dense + c.n_msa)])
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        for layer in self.layers:
+            layer.self_attn.match_keys_to_queries()
+
+    def _init_weights(self, m):
+        # Hugging Face's init (normal, std initializer_range). torch's defaults (N(0, 1)
+        # embeddings) make each token's own embedding dominate the residual stream, so the
+        # final norm leaves the retrieved value a tiny share of the readout: retrieval
+        # then stays at chance within a short run.
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=self.c.initializer_range)
+        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+            with torch.no_grad():
+                m.weight[m.padding_idx].zero_()
 
     def forward(self, ids, batch, stage):
         """ids [T][n] (summed embeddings; id 0 embeds to 0) -> logits [T][vocab] and, per MSA
