@@ -9,11 +9,13 @@
 #include "ops/cases/case.h"
 #include "ops/cases/rng.h"
 #include "ops/cases/support_cases.h"
+#include "ops/cases/training_cases.h"
 
 namespace msa::cases {
 namespace {
 
 using hal::DType;
+using ops::KlStage;
 using ops::Pool;
 using ops::SelectionMode;
 
@@ -87,6 +89,42 @@ void add_nonfinite(CaseList& c) {
   i.poison = Poison::nan_index_key;
   i.pool = Pool::lse;
   c.push_back(indexer_score_case(i));
+}
+
+// A few small cases per training op: both selection modes, Qb 1 and > 1, empty
+// selections and entries past the sequence, both indexer_kl stages.
+void add_quick_training(CaseList& c) {
+  {
+    AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
+    p.empty_sel = true;
+    c.push_back(sparse_attention_backward_case(p));
+    p = attn(kPrefix, 4, 2, 64, 64, 1, 2, kF32);
+    p.oob_idx = true;
+    c.push_back(sparse_attention_backward_case(p));
+    c.push_back(sparse_attention_backward_case(attn({{70}, {200}}, 4, 1, 80, 64, 64, 3, kF16, SelectionMode::shared)));
+  }
+  c.push_back(dense_attention_backward_case(attn(kMixed, 4, 2, 64, 64, 1, 0, kBF16)));
+  c.push_back(dense_attention_backward_case(attn(kPrefix, 4, 2, 64, 64, 1, 0, kF32)));
+  {
+    VitParams v;
+    v.items = {{1, 2, 2}, {5, 2, 3}};
+    c.push_back(patch_attention_3d_backward_case(v));
+    v.dtype = kF32;
+    v.D = 64;
+    c.push_back(patch_attention_3d_backward_case(v));
+  }
+  {
+    AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
+    p.empty_sel = true;
+    c.push_back(indexer_kl_case(p, KlStage::sparse, false));
+    p = attn(kPrefix, 4, 2, 64, 64, 64, 2, kF32, SelectionMode::shared);
+    p.ki_dtype = kF32;
+    c.push_back(indexer_kl_case(p, KlStage::sparse, true));
+    p = attn(kMixed, 4, 2, 64, 64, 1, 0, kF32);
+    p.ki_dtype = kF32;
+    c.push_back(indexer_kl_case(p, KlStage::dense, false));
+    c.push_back(indexer_kl_case(attn(kPrefix, 4, 2, 64, 64, 1, 0, kBF16, SelectionMode::shared), KlStage::dense, true));
+  }
 }
 
 void add_quick(CaseList& c) {
@@ -166,6 +204,7 @@ void add_quick(CaseList& c) {
   c.push_back(scatter_visual_case(rows(20, 16, kF32)));
   c.push_back(argmax_case(rows(5, 100, kF32, true)));
   add_nonfinite(c);
+  add_quick_training(c);
 }
 
 void add_full_attention(CaseList& c) {
@@ -579,6 +618,132 @@ void add_full_other(CaseList& c) {
   }
 }
 
+// The training ops over the forward ops' shapes and dtypes, plus training-sized prefill
+// (T up to 4K from an empty cache: kv_len == q_len).
+void add_full_training(CaseList& c) {
+  const int groups[][2] = {{2, 2}, {4, 2}, {8, 2}, {8, 1}, {16, 1}};
+  // sparse_block_attention_backward: G, D x dtype, Bs, Qb, modes, k >= blocks, batches,
+  // empty selections, entries past the sequence, scale and ordered pages, drifting selections.
+  for (const auto& g : groups)
+    c.push_back(sparse_attention_backward_case(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 2, kBF16)));
+  for (int D : {64, 80, 128})
+    for (DType t : kActs) c.push_back(sparse_attention_backward_case(attn(kPrefix, 4, 2, D, 64, 1, 2, t)));
+  for (SelectionMode m : {SelectionMode::per_kv_head, SelectionMode::shared}) {
+    c.push_back(sparse_attention_backward_case(attn({{40}, {400}}, 4, 2, 64, 128, 1, 2, kBF16, m)));
+    c.push_back(sparse_attention_backward_case(attn({{100}, {300}}, 4, 2, 64, 64, 64, 3, kF32, m)));
+    c.push_back(sparse_attention_backward_case(attn({{150}, {300}}, 4, 2, 64, 64, 128, 3, kF16, m)));
+    c.push_back(sparse_attention_backward_case(attn(kDecodeVarlen, 8, 2, 64, 64, 1, 8, kBF16, m)));
+    c.push_back(sparse_attention_backward_case(attn(kMixed, 4, 2, 64, 64, 1, 2, kF32, m)));
+    c.push_back(sparse_attention_backward_case(attn(kMixed, 4, 2, 64, 64, 64, 2, kBF16, m)));
+  }
+  for (const Lens& l : {kEmpty, kShort, kDecode, kEmptySeq})
+    c.push_back(sparse_attention_backward_case(attn(l, 4, 2, 64, 64, 1, 2, kBF16)));
+  for (int Qb : {1, 128}) {
+    AttnParams p = attn({{150}, {300}}, 4, 2, 64, 64, Qb, 3, kF32);
+    p.empty_sel = true;
+    c.push_back(sparse_attention_backward_case(p));
+    p.empty_sel = false;
+    p.oob_idx = true;
+    c.push_back(sparse_attention_backward_case(p));
+  }
+  {
+    AttnParams p = attn(kPrefix, 4, 2, 64, 64, 1, 2, kF32);
+    p.shuffle = false;
+    p.scale = 0.3f;
+    c.push_back(sparse_attention_backward_case(p));
+    p = attn({{100}, {600}}, 4, 2, 64, 64, 1, 3, kBF16);
+    p.correlated = true;
+    c.push_back(sparse_attention_backward_case(p));
+    // The reference head configuration (G = 16, D = Bs = 128) in decode and in a chunk.
+    c.push_back(sparse_attention_backward_case(attn({{1, 1}, {2500, 1900}}, 64, 4, 128, 128, 1, 16, kBF16)));
+    c.push_back(sparse_attention_backward_case(attn({{256}, {1024}}, 16, 1, 128, 128, 64, 4, kBF16)));
+  }
+  // dense_attention_backward: G, D x dtype, batches, Bs, scale and ordered pages, a varlen
+  // prefill with one sequence from empty.
+  for (const auto& g : groups)
+    c.push_back(dense_attention_backward_case(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 0, kF32)));
+  for (int D : {64, 80, 128})
+    for (DType t : kActs) c.push_back(dense_attention_backward_case(attn(kPrefix, 4, 2, D, 64, 1, 0, t)));
+  for (const Lens& l : {kEmpty, kShort, kDecode, kMixed, kEmptySeq})
+    c.push_back(dense_attention_backward_case(attn(l, 4, 2, 64, 64, 1, 0, kBF16)));
+  c.push_back(dense_attention_backward_case(attn({{40}, {400}}, 4, 2, 64, 128, 1, 0, kBF16)));
+  {
+    AttnParams p = attn(kPrefix, 4, 2, 64, 64, 1, 0, kF16);
+    p.shuffle = false;
+    p.scale = 0.3f;
+    c.push_back(dense_attention_backward_case(p));
+  }
+  c.push_back(dense_attention_backward_case(attn({{260, 300}, {260, 700}}, 16, 1, 64, 64, 1, 0, kBF16)));
+  // patch_attention_3d_backward: the forward's items, D x dtype, window 3 with a scale,
+  // windows of several 128-token chunks.
+  {
+    VitParams v;
+    v.items = {{1, 2, 2}, {2, 1, 3}, {3, 2, 2}, {4, 2, 1}, {5, 2, 2}, {6, 1, 2}, {7, 2, 2}, {8, 1, 1}, {9, 2, 2}};
+    for (int D : {64, 80, 128})
+      for (DType t : kActs) {
+        v.D = D;
+        v.dtype = t;
+        c.push_back(patch_attention_3d_backward_case(v));
+      }
+    v.D = 80;
+    v.dtype = kBF16;
+    v.window = 3;
+    v.scale = 0.2f;
+    c.push_back(patch_attention_3d_backward_case(v));
+    VitParams w;
+    w.items = {{4, 12, 12}, {1, 10, 13}};
+    c.push_back(patch_attention_3d_backward_case(w));
+  }
+  // indexer_kl: stage x mode x Qb, query and key dtypes, dkl given or all ones, Di, Bs,
+  // batches, empty selections, entries past the sequence, a main-branch scale.
+  for (SelectionMode m : {SelectionMode::per_kv_head, SelectionMode::shared}) {
+    for (int Qb : {1, 64})
+      c.push_back(indexer_kl_case(attn({{100}, {300}}, 8, 2, 64, 64, Qb, 3, kBF16, m), KlStage::sparse, Qb == 64));
+    c.push_back(indexer_kl_case(attn({{100}, {300}}, 8, 2, 64, 64, 1, 0, kBF16, m), KlStage::dense, true));
+  }
+  for (DType ki : {kBF16, kF32})
+    for (DType qt : kActs) {
+      AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, qt);
+      p.ki_dtype = ki;
+      c.push_back(indexer_kl_case(p, KlStage::sparse, false));
+      p = attn(kPrefix, 4, 2, 64, 64, 1, 0, qt);
+      p.ki_dtype = ki;
+      c.push_back(indexer_kl_case(p, KlStage::dense, false));
+    }
+  for (KlStage st : {KlStage::sparse, KlStage::dense}) {
+    for (const Lens& l : {kEmpty, kShort, kMixed, kEmptySeq})
+      c.push_back(indexer_kl_case(attn(l, 4, 2, 64, 64, 1, 2, kBF16), st, false));
+    AttnParams p = attn(kMixed, 8, 4, 64, 128, 1, 2, kF32);
+    p.Di = 128;
+    p.ki_dtype = kF32;
+    c.push_back(indexer_kl_case(p, st, true));
+    p = attn(kPrefix, 4, 2, 64, 64, 1, 2, kF32);
+    p.shuffle = false;
+    p.scale = 0.3f;
+    c.push_back(indexer_kl_case(p, st, true));
+  }
+  for (int Qb : {1, 128}) {
+    AttnParams p = attn({{150}, {300}}, 4, 2, 64, 64, Qb, 3, kF32);
+    p.empty_sel = true;
+    c.push_back(indexer_kl_case(p, KlStage::sparse, true));
+    p.empty_sel = false;
+    p.oob_idx = true;
+    c.push_back(indexer_kl_case(p, KlStage::sparse, false));
+  }
+  c.push_back(indexer_kl_case(attn({{1, 1}, {2500, 1900}}, 64, 4, 128, 128, 1, 16, kBF16), KlStage::sparse, false));
+  // Training-sized prefill from an empty cache: one 4K sequence (sparse: Qb = 64, k = 16),
+  // a varlen batch of 1K + 3K, both modes, both indexer_kl stages.
+  {
+    const Lens t4k{{4096}, {4096}}, t1k3k{{1024, 3072}, {1024, 3072}};
+    c.push_back(sparse_attention_backward_case(attn(t4k, 4, 2, 64, 64, 64, 16, kBF16)));
+    c.push_back(sparse_attention_backward_case(attn(t1k3k, 4, 1, 64, 64, 1, 8, kF32, SelectionMode::shared)));
+    c.push_back(dense_attention_backward_case(attn(t4k, 2, 1, 64, 64, 1, 0, kBF16)));
+    c.push_back(dense_attention_backward_case(attn(t1k3k, 2, 2, 64, 128, 1, 0, kF32)));
+    c.push_back(indexer_kl_case(attn(t4k, 4, 2, 64, 64, 64, 16, kBF16), KlStage::sparse, true));
+    c.push_back(indexer_kl_case(attn(t1k3k, 2, 1, 64, 64, 1, 0, kF32, SelectionMode::shared), KlStage::dense, false));
+  }
+}
+
 // The benchmark shapes: the reference configuration at contexts 8K .. 1M (scaled).
 void add_perf(CaseList& c, double scale) {
   const int Bs = 128;
@@ -693,6 +858,7 @@ CaseList make_cases(std::string_view set, std::string_view op_filter, double sca
     add_full_attention(all);
     add_full_selection(all);
     add_full_other(all);
+    add_full_training(all);
   } else if (set == "perf") {
     if (!(scale > 0) || scale > 1) throw Error("cases: perf scale must be in (0, 1], got " + std::to_string(scale));
     add_perf(all, scale);
