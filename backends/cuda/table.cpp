@@ -5,6 +5,7 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
 #include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/training_limits.h"
 
 namespace msa::MSA_GPU_NS {
 namespace {
@@ -75,6 +76,14 @@ hal::KernelTable make_kernel_table() {
   t.set(OpId::embedding, &embedding);
   t.set(OpId::scatter_visual, &scatter_visual);
   t.set(OpId::argmax, &argmax);
+  t.set(OpId::sparse_block_attention_backward, &sparse_block_attention_backward);
+  t.set_supports(OpId::sparse_block_attention_backward, &training_limits::sparse_backward);
+  t.set(OpId::dense_attention_backward, &dense_attention_backward);
+  t.set_supports(OpId::dense_attention_backward, &training_limits::dense_backward);
+  t.set(OpId::patch_attention_3d_backward, &patch_attention_3d_backward);
+  t.set_supports(OpId::patch_attention_3d_backward, &training_limits::patch_backward);
+  t.set(OpId::indexer_kl, &indexer_kl);
+  t.set_supports(OpId::indexer_kl, &training_limits::indexer_kl);
   return t;
 }
 

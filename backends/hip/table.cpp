@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/training_limits.h"
 #if MSA_PORTABLE_SPARSE_BLOCK_ATTENTION || MSA_PORTABLE_DENSE_ATTENTION || MSA_PORTABLE_PATCH_ATTENTION_3D
 #include "backends/cuda/kernels/portable/attention_launch.cuh"
 #define MSA_HAVE_ATTN_LAYOUT 1
@@ -185,6 +186,30 @@ hal::KernelTable make_portable_table() {
   t.set(OpId::argmax, &argmax);
 #else
   absent(t, OpId::argmax, "argmax.cu");
+#endif
+#if MSA_PORTABLE_SPARSE_BLOCK_ATTENTION_BACKWARD
+  t.set(OpId::sparse_block_attention_backward, &sparse_block_attention_backward);
+  t.set_supports(OpId::sparse_block_attention_backward, &training_limits::sparse_backward);
+#else
+  absent(t, OpId::sparse_block_attention_backward, "sparse_block_attention_backward.cu");
+#endif
+#if MSA_PORTABLE_DENSE_ATTENTION_BACKWARD
+  t.set(OpId::dense_attention_backward, &dense_attention_backward);
+  t.set_supports(OpId::dense_attention_backward, &training_limits::dense_backward);
+#else
+  absent(t, OpId::dense_attention_backward, "dense_attention_backward.cu");
+#endif
+#if MSA_PORTABLE_PATCH_ATTENTION_3D_BACKWARD
+  t.set(OpId::patch_attention_3d_backward, &patch_attention_3d_backward);
+  t.set_supports(OpId::patch_attention_3d_backward, &training_limits::patch_backward);
+#else
+  absent(t, OpId::patch_attention_3d_backward, "patch_attention_3d_backward.cu");
+#endif
+#if MSA_PORTABLE_INDEXER_KL
+  t.set(OpId::indexer_kl, &indexer_kl);
+  t.set_supports(OpId::indexer_kl, &training_limits::indexer_kl);
+#else
+  absent(t, OpId::indexer_kl, "indexer_kl.cu");
 #endif
   return t;
 }

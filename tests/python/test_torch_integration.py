@@ -638,19 +638,26 @@ def test_cuda_wrapper_equals_cpu_and_replays_in_graph():
 
 
 @needs_cuda
-def test_cuda_backward_is_refused_until_the_cuda_backend_has_it():
+def test_cuda_backward_equals_cpu():
     cache = cuda_decode_problem()
     kc, vc, kic, _ = cache.layer(0)
-    q = torch.randn(cache.T, CFG["Hq"], CFG["D"], device="cuda").requires_grad_()
-    idx = torch.zeros((cache.T, CFG["Hkv"], 4), dtype=torch.int32, device="cuda")
-    args = (cache.block_table, cache.kv_len, cache.cu_q, idx)
-    kcf, vcf = kc.float(), vc.float()
-    out, _ = msa.sparse_block_attention(q, kcf, vcf, *args, NQ=cache.T)  # the forward runs on cuda
-    with pytest.raises(RuntimeError, match="sparse_block_attention_backward: not supported on cuda"):
-        out.sum().backward()
+    idx = torch.full((cache.T, CFG["Hkv"], 4), -1, dtype=torch.int32, device="cuda")
+    idx[..., 0] = 0  # every query attends its sequence's first block
+    q = torch.randn(cache.T, CFG["Hq"], CFG["D"], device="cuda")
+    grads = []
+    for dev in ("cuda", "cpu"):
+        leaves = [x.to(dev).float().requires_grad_() for x in (q, kc, vc)]
+        args = [x.to(dev) for x in (cache.block_table, cache.kv_len, cache.cu_q, idx)]
+        out, _ = msa.sparse_block_attention(*leaves, *args, NQ=cache.T)
+        (out * torch.linspace(-1, 1, out.numel(), device=dev).reshape(out.shape)).sum().backward()
+        grads.append([x.grad.cpu() for x in leaves])
+    for got, want in zip(*grads):
+        assert torch.isfinite(got).all() and nmse(got, want) <= 1e-8
     if mt.HAS_TORCH_LIBRARY:
         with pytest.raises(RuntimeError, match="no backward yet"):
-            torch.ops.msa.sparse_block_attention(q, kcf, vcf, *args, 1, cache.T, "per_kv_head", None)
+            qg = q.clone().requires_grad_()
+            torch.ops.msa.sparse_block_attention(qg, kc.float(), vc.float(), cache.block_table, cache.kv_len,
+                                                 cache.cu_q, idx, 1, cache.T, "per_kv_head", None)
 
 
 @needs_cuda

@@ -24,6 +24,11 @@ void add(hal::Stream&, const ops::AddArgs&);
 void embedding(hal::Stream&, const ops::EmbeddingArgs&);
 void scatter_visual(hal::Stream&, const ops::ScatterVisualArgs&);
 void argmax(hal::Stream&, const ops::ArgmaxArgs&);
+// Training ops (f32 gradients, no float atomics: bitwise reproducible run to run).
+void sparse_block_attention_backward(hal::Stream&, const ops::SparseAttentionBackwardArgs&);
+void dense_attention_backward(hal::Stream&, const ops::DenseAttentionBackwardArgs&);
+void patch_attention_3d_backward(hal::Stream&, const ops::PatchAttention3dBackwardArgs&);
+void indexer_kl(hal::Stream&, const ops::IndexerKlArgs&);
 
 // Largest block_score row block_topk handles (its keys live in shared memory).
 inline constexpr int kTopkMaxBlocks = 32768;
