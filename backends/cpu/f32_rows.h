@@ -1,5 +1,4 @@
-// Helpers of the f32 training kernels: a whole tensor converted to f32 on the arena, and
-// a dot product in a fixed order.
+// Helper of the f32 training kernels: a whole tensor converted to f32 on the arena.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -22,20 +21,6 @@ inline std::vector<float> to_f32(const hal::Tensor& t, int64_t row) {
       v[static_cast<size_t>(i)] = hal::load_as_f32(t.dtype, src, static_cast<size_t>(i));
   }, 16);
   return v;
-}
-
-// sum a[i] * b[i] with four interleaved partial sums.
-inline float dot(const float* a, const float* b, int64_t n) {
-  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += a[i] * b[i];
-    s1 += a[i + 1] * b[i + 1];
-    s2 += a[i + 2] * b[i + 2];
-    s3 += a[i + 3] * b[i + 3];
-  }
-  for (; i < n; ++i) s0 += a[i] * b[i];
-  return (s0 + s1) + (s2 + s3);
 }
 
 }  // namespace msa::cpu
