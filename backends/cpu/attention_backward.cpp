@@ -4,11 +4,12 @@
 //  - paged: one task per (page, KV head) slab takes the (token, block) entries that
 //    attended it, from an inverse index in token order, in batches of query rows; each
 //    batch forms S, P, dP, dS once, adds dK / dV into the slab's rows (the task owns them,
-//    no atomics) and stores dS per (entry, head, slot). dq needs a sum over slabs: a second
-//    pass, one task per (token, KV head), sums dS * K over its entries in list order
-//    (nothing is recomputed; the stored dS is one float per attended (row, slot), so the
-//    tokens run in chunks that bound that buffer, kDsBufferFloats; dK / dV add each
-//    chunk's slab sums in chunk order);
+//    no atomics) and forms the batch's dq terms dS K as one tile product, stored per
+//    (entry, head). dq needs a sum over slabs: a second pass, one task per (token, KV
+//    head), adds its entries' terms in list order. Nothing is recomputed (recomputing S
+//    and dP in a query-outer pass would cost two of the five products again); the terms
+//    are D floats per (entry, head), so the tokens run in chunks that bound that buffer
+//    (kDqTermFloats) and dK / dV add each chunk's slab sums in chunk order;
 //  - patch attention: one task per (window, head) owns every gradient row it writes; key
 //    tiles outer, query batches inner, dq summed over the key tiles in order.
 // Index data is validated by the reference's checks before any work.
@@ -63,22 +64,30 @@ void RowDots(const float* dout, const float* out, int64_t rows, int64_t D, float
 }
 
 // dK / dV of every slab over the entries [e_lo, e_hi) that attended it (cursor[slab]: its
-// first inverse-index position not yet done), and dS into ds (entry e, head hh at
-// ds[((e - e_lo) * G + hh) * Bs]).
+// first inverse-index position not yet done), and each entry's dq term dS K (unscaled)
+// into dqp (entry e, head hh at dqp[((e - e_lo) * G + hh) * D]).
 void PagedSlabs(const PagedBackwardInputs& c, const InverseIndex& inv, int64_t e_lo, int64_t e_hi, int64_t* cursor,
-                float* ds, float* dk, float* dv) {
+                float* dqp, float* dk, float* dv) {
   const size_t D = static_cast<size_t>(c.D), Bs = static_cast<size_t>(c.Bs), G = static_cast<size_t>(c.G);
   const size_t per_batch = std::max<size_t>(1, kBackwardRows / G);  // entries per batch
   parallel_for(c.P * c.Hkv, [&](int64_t slab) {
     const int64_t w0 = cursor[slab];
-    int64_t w1 = w0;
-    while (w1 < inv.begin[static_cast<size_t>(slab) + 1] && inv.entry[static_cast<size_t>(w1)] < e_hi) ++w1;
+    int64_t w1 = w0, seen = 0;  // seen: slots any of the entries sees
+    for (; w1 < inv.begin[static_cast<size_t>(slab) + 1] && inv.entry[static_cast<size_t>(w1)] < e_hi; ++w1) {
+      const int64_t e = inv.entry[static_cast<size_t>(w1)];
+      seen = std::max(seen, c.visible(inv.owner[static_cast<size_t>(e)] / c.Hkv, c.tb.list[static_cast<size_t>(e)]));
+    }
     cursor[slab] = w1;
     if (w0 == w1) return;
     const int64_t g = slab % c.Hkv;
     const size_t off = static_cast<size_t>(slab) * Bs * D;
     BackwardTile tile;
     LoadKeyTile(tile, D, Bs, c.k.data() + off, c.v.data() + off, D, scratch_floats(0, KeyTileFloats(D, Bs)));
+    // The keys row-major for dq, the slots no entry sees zeroed (slack slots may hold NaN).
+    float* krow = scratch_floats(5, tile.kpad * D);
+    std::copy(c.k.data() + off, c.k.data() + off + static_cast<size_t>(seen) * D, krow);
+    std::fill(krow + static_cast<size_t>(seen) * D, krow + tile.kpad * D, 0.0f);
+    float* dqb = scratch_floats(6, kBackwardRows * D);
     RowBatch b(D);
     for (int64_t w = w0; w < w1; w += static_cast<int64_t>(per_batch)) {
       const int64_t wend = std::min(w1, w + static_cast<int64_t>(per_batch));
@@ -92,11 +101,12 @@ void PagedSlabs(const PagedBackwardInputs& c, const InverseIndex& inv, int64_t e
         }
       }
       BackwardBatch(tile, b.qs, b.go, b.rows, b.lse, b.delta, b.nvis);
+      const size_t hi = static_cast<size_t>(*std::max_element(b.nvis, b.nvis + b.rows));
+      RowsTimesKeys(tile.dp, tile.kpad, b.rows, hi == 0 ? 0 : PadKeys(hi), krow, D, dqb);
       for (int64_t i = w; i < wend; ++i) {
         const size_t r0 = static_cast<size_t>(i - w) * G;
-        float* dst = ds + static_cast<size_t>(inv.entry[static_cast<size_t>(i)] - e_lo) * G * Bs;
-        for (size_t hh = 0; hh < G; ++hh)
-          std::copy(tile.dp + (r0 + hh) * tile.kpad, tile.dp + (r0 + hh) * tile.kpad + Bs, dst + hh * Bs);
+        std::copy(dqb + r0 * D, dqb + (r0 + G) * D,
+                  dqp + static_cast<size_t>(inv.entry[static_cast<size_t>(i)] - e_lo) * G * D);
       }
     }
     AddTransposed(tile.dkt, tile.kpad, Bs, D, dk + off, D);
@@ -104,10 +114,11 @@ void PagedSlabs(const PagedBackwardInputs& c, const InverseIndex& inv, int64_t e
   });
 }
 
-// dq of the (token, KV head) pairs [tg0, tg1) from the stored dS of their entries
-// (entry ids from e_lo), summed in list order.
-void PagedDq(const PagedBackwardInputs& c, int64_t e_lo, int64_t tg0, int64_t tg1, const float* ds, float* dq) {
-  const size_t D = static_cast<size_t>(c.D), Bs = static_cast<size_t>(c.Bs);
+// dq of the (token, KV head) pairs [tg0, tg1): the dq terms of their entries (entry ids
+// from e_lo) summed in list order, times scale.
+void PagedDq(const PagedBackwardInputs& c, int64_t e_lo, int64_t tg0, int64_t tg1, const float* dqp, float* dq) {
+  const DF df;
+  const size_t N = hn::Lanes(df), D = static_cast<size_t>(c.D);
   parallel_for(tg1 - tg0, [&](int64_t i) {
     const int64_t tg = tg0 + i, t = tg / c.Hkv, g = tg % c.Hkv;
     for (int64_t hh = 0; hh < c.G; ++hh) {
@@ -116,10 +127,10 @@ void PagedDq(const PagedBackwardInputs& c, int64_t e_lo, int64_t tg0, int64_t tg
       std::fill(out, out + D, 0.0f);
       if (c.lse[row] == -std::numeric_limits<float>::infinity()) continue;
       for (int64_t e = c.tb.list_begin[static_cast<size_t>(tg)]; e < c.tb.list_begin[static_cast<size_t>(tg) + 1]; ++e) {
-        const int64_t blk = c.tb.list[static_cast<size_t>(e)];
-        const float* k = c.k.data() + static_cast<size_t>((c.page(t, blk) * c.Hkv + g) * c.Bs) * D;
-        const float* w = ds + (static_cast<size_t>((e - e_lo) * c.G + hh)) * Bs;
-        AddWeightedRows(w, static_cast<size_t>(c.visible(t, blk)), k, D, D, out);
+        const float* src = dqp + static_cast<size_t>((e - e_lo) * c.G + hh) * D;
+        size_t d = 0;
+        for (; d + N <= D; d += N) hn::StoreU(hn::Add(hn::LoadU(df, out + d), hn::LoadU(df, src + d)), df, out + d);
+        for (; d < D; ++d) out[d] += src[d];
       }
       for (size_t d = 0; d < D; ++d) out[d] *= c.scale;
     }
@@ -140,13 +151,15 @@ void PatchBackward(const std::vector<cpu_ref::PatchWindow>& windows, int64_t H, 
     for (size_t i = 0; i < n; ++i)
       for (float* g : {dq, dk, dv}) std::fill(g + base + i * ld, g + base + i * ld + Dz, 0.0f);
     RowBatch b(Dz);
-    // The key tiles' rows, contiguous (for dq's dS * K).
-    float* krows = scratch_floats(4, kBackwardRows * Dz);
+    // The key tile's rows, contiguous and zero-padded to whole vectors (for dq's dS K).
+    float* krows = scratch_floats(4, PadKeys(kBackwardRows) * Dz);
+    float* dqb = scratch_floats(5, kBackwardRows * Dz);
     for (size_t j0 = 0; j0 < n; j0 += kBackwardRows) {
       const size_t nk = std::min(kBackwardRows, n - j0);
       BackwardTile tile;
       LoadKeyTile(tile, Dz, nk, k + base + j0 * ld, v + base + j0 * ld, ld, scratch_floats(0, KeyTileFloats(Dz, nk)));
       for (size_t j = 0; j < nk; ++j) std::copy(k + base + (j0 + j) * ld, k + base + (j0 + j) * ld + Dz, krows + j * Dz);
+      std::fill(krows + nk * Dz, krows + tile.kpad * Dz, 0.0f);
       for (size_t r0 = 0; r0 < n; r0 += kBackwardRows) {
         b.rows = 0;
         const size_t nr = std::min(kBackwardRows, n - r0);
@@ -155,9 +168,12 @@ void PatchBackward(const std::vector<cpu_ref::PatchWindow>& windows, int64_t H, 
           b.add(q + base + i * ld, dout + base + i * ld, Dz, scale, lse[row], delta[row], static_cast<int64_t>(nk));
         }
         BackwardBatch(tile, b.qs, b.go, b.rows, b.lse, b.delta, b.nvis);
-        for (size_t i = 0; i < nr; ++i)
-          AddWeightedRows(tile.dp + i * tile.kpad, static_cast<size_t>(b.nvis[i]), krows, Dz, Dz,
-                          dq + base + (r0 + i) * ld);
+        const size_t hi = static_cast<size_t>(*std::max_element(b.nvis, b.nvis + nr));
+        RowsTimesKeys(tile.dp, tile.kpad, nr, hi == 0 ? 0 : PadKeys(hi), krows, Dz, dqb);
+        for (size_t i = 0; i < nr; ++i) {
+          float* dst = dq + base + (r0 + i) * ld;
+          for (size_t d = 0; d < Dz; ++d) dst[d] += dqb[i * Dz + d];
+        }
       }
       AddTransposed(tile.dkt, tile.kpad, nk, Dz, dk + base + j0 * ld, ld);
       AddTransposed(tile.dvt, tile.kpad, nk, Dz, dv + base + j0 * ld, ld);
@@ -189,8 +205,9 @@ HWY_EXPORT(PatchBackward);
 
 namespace {
 
-// Upper bound of the stored dS (floats) per token chunk of a paged call (64 MiB).
-constexpr int64_t kDsBufferFloats = int64_t{16} << 20;
+// Upper bound of the stored dq terms (floats) per token chunk of a paged call (64 MiB,
+// kept by the calling thread across calls: no fresh pages to fault in per call).
+constexpr int64_t kDqTermFloats = int64_t{16} << 20;
 
 // delta[r] = dot(dout row r, out row r) over rows of D elements.
 std::vector<float> row_dots(const std::vector<float>& dout, const std::vector<float>& out, int64_t D) {
@@ -228,17 +245,18 @@ void run(const PagedBackwardInputs& c, const hal::Tensor& dq_out, const hal::Ten
     std::fill(dv + i * 4096, dv + std::min(n, (i + 1) * 4096), 0.0f);
   });
   std::vector<int64_t> cursor(inv.begin.begin(), inv.begin.end() - 1);
-  const int64_t per_entry = c.G * c.Bs, pairs = c.T * c.Hkv;
-  std::vector<float> ds;
+  const int64_t per_entry = c.G * c.D, pairs = c.T * c.Hkv;
   for (int64_t tg0 = 0; tg0 < pairs;) {
     // The chunk: the pairs from tg0 whose entries fit the buffer (at least one pair).
     const auto& lb = c.tb.list_begin;
     int64_t tg1 = tg0 + 1;
-    while (tg1 < pairs && (lb[static_cast<size_t>(tg1) + 1] - lb[static_cast<size_t>(tg0)]) * per_entry <= kDsBufferFloats) ++tg1;
+    while (tg1 < pairs && (lb[static_cast<size_t>(tg1) + 1] - lb[static_cast<size_t>(tg0)]) * per_entry <= kDqTermFloats) ++tg1;
     const int64_t e_lo = lb[static_cast<size_t>(tg0)], e_hi = lb[static_cast<size_t>(tg1)];
-    ds.resize(static_cast<size_t>((e_hi - e_lo) * per_entry));
-    HWY_DYNAMIC_DISPATCH(PagedSlabs)(c, inv, e_lo, e_hi, cursor.data(), ds.data(), dk, dv);
-    HWY_DYNAMIC_DISPATCH(PagedDq)(c, e_lo, tg0, tg1, ds.data(), dq_out.data<float>());
+    thread_local std::vector<float> dq_terms;
+    dq_terms.resize(std::max(dq_terms.size(), static_cast<size_t>((e_hi - e_lo) * per_entry)));
+    float* dqp = dq_terms.data();
+    HWY_DYNAMIC_DISPATCH(PagedSlabs)(c, inv, e_lo, e_hi, cursor.data(), dqp, dk, dv);
+    HWY_DYNAMIC_DISPATCH(PagedDq)(c, e_lo, tg0, tg1, dqp, dq_out.data<float>());
     tg0 = tg1;
   }
 }

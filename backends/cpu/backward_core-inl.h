@@ -137,7 +137,7 @@ HWY_INLINE void BackwardBatch(BackwardTile& t, const float* HWY_RESTRICT qs, con
   AccumulateRowsT(t.dp, ld, qs, rows, t.D, hi, t.dkt);
 }
 
-// dst[0..D) += sum_{j < n} w[j] * k[j * ldk + 0..D), j ascending per element.
+// dst[0..D) += sum_{j < n} w[j] * k[j * ldk + 0..D), in an order fixed by n and D.
 HWY_INLINE void AddWeightedRows(const float* HWY_RESTRICT w, size_t n, const float* HWY_RESTRICT k, size_t ldk,
                                 size_t D, float* HWY_RESTRICT dst) {
   const DF df;
@@ -158,9 +158,19 @@ HWY_INLINE void AddWeightedRows(const float* HWY_RESTRICT w, size_t n, const flo
     hn::StoreU(hn::Add(hn::LoadU(df, dst + d + 2 * N), a2), df, dst + d + 2 * N);
     hn::StoreU(hn::Add(hn::LoadU(df, dst + d + 3 * N), a3), df, dst + d + 3 * N);
   }
+  // Fewer than 4 vectors left (small D): four chains over j (j mod 4) hide the FMA latency.
   for (; d + N <= D; d += N) {
-    VF a = hn::Zero(df);
-    for (size_t j = 0; j < n; ++j) a = hn::MulAdd(hn::Set(df, w[j]), hn::LoadU(df, k + j * ldk + d), a);
+    VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const float* kr = k + j * ldk + d;
+      a0 = hn::MulAdd(hn::Set(df, w[j]), hn::LoadU(df, kr), a0);
+      a1 = hn::MulAdd(hn::Set(df, w[j + 1]), hn::LoadU(df, kr + ldk), a1);
+      a2 = hn::MulAdd(hn::Set(df, w[j + 2]), hn::LoadU(df, kr + 2 * ldk), a2);
+      a3 = hn::MulAdd(hn::Set(df, w[j + 3]), hn::LoadU(df, kr + 3 * ldk), a3);
+    }
+    for (; j < n; ++j) a0 = hn::MulAdd(hn::Set(df, w[j]), hn::LoadU(df, k + j * ldk + d), a0);
+    const VF a = hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
     hn::StoreU(hn::Add(hn::LoadU(df, dst + d), a), df, dst + d);
   }
   for (; d < D; ++d) {
@@ -168,6 +178,30 @@ HWY_INLINE void AddWeightedRows(const float* HWY_RESTRICT w, size_t n, const flo
     for (size_t j = 0; j < n; ++j) a += w[j] * k[j * ldk + d];
     dst[d] += a;
   }
+}
+
+// out[r][0..D) = sum_{j < kpad} w[r][j] * k[j][0..D) for r < n: the dq products of a batch
+// (w: dS rows [n][kpad], zeroed here from lane `from` on; k: the tile's keys row-major
+// [kpad][D], rows past its keys zero). QkTile with the key rows in the role of its
+// transposed queries (d in vector lanes), n rows register-blocked per key loaded.
+HWY_INLINE void RowsTimesKeys(float* HWY_RESTRICT w, size_t kpad, size_t n, size_t from, const float* HWY_RESTRICT k,
+                              size_t D, float* HWY_RESTRICT out) {
+  const size_t N = hn::Lanes(DF());
+  for (size_t r = 0; r < n; ++r) std::fill(w + r * kpad + from, w + (r + 1) * kpad, 0.0f);
+  for (size_t d0 = 0; d0 + N <= D; d0 += kTileVecs * N) {
+    switch (std::min<size_t>(kTileVecs, (D - d0) / N)) {
+      case 1: QkTile<1>(k + d0, D, w, n, kpad, out + d0, D); break;
+      case 2: QkTile<2>(k + d0, D, w, n, kpad, out + d0, D); break;
+      case 3: QkTile<3>(k + d0, D, w, n, kpad, out + d0, D); break;
+      default: QkTile<4>(k + d0, D, w, n, kpad, out + d0, D); break;
+    }
+  }
+  for (size_t d = D / N * N; d < D; ++d)
+    for (size_t r = 0; r < n; ++r) {
+      float a = 0.0f;
+      for (size_t j = 0; j < kpad; ++j) a += w[r * kpad + j] * k[j * D + d];
+      out[r * D + d] = a;
+    }
 }
 
 // sum_i a[i] * b[i] as one MulAdd chain in i order, the order QkTile forms each score in:
