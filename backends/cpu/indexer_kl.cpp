@@ -4,8 +4,8 @@
 //  1. one task per page takes the (token, selection head) entries that attended it, from
 //     an inverse index in token order: the page's keys of each KV head and its indexer keys
 //     are transposed once (keys in vector lanes, backward_core-inl.h) and scored against
-//     batches of query rows; per entry and slot it stores the target's sum over the group's
-//     heads (head order) and the student's logit;
+//     batches of query rows (the target's scores in f64, the logits in f32); per entry and
+//     slot it stores the target's sum over the group's heads (head order) and the logit;
 //  2. one task per (token, selection head): the student's softmax, kl, the logit gradient
 //     w (u - p) of each slot (in place of the target) and dqi = sum w (u - p) ki;
 //  3. one task per page: dki_cache = sum over its entries (in order) of w (u - p) qi.
@@ -57,8 +57,48 @@ namespace HWY_NAMESPACE {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Keys per entry in the per-slot buffers: Bs padded to whole vectors of this target.
-size_t KeyVectorPad(size_t bs) { return PadKeys(bs); }
+using DD = hn::ScalableTag<double>;
+using VD = hn::Vec<DD>;
+
+// s[r][j] = sum_d rows[r][d] * kt[d][j] in f64 (kt: [D][kpad] f64, rows: [n][D] f32) for
+// r < n and the f32 key vectors below PadKeys(hi) (each two f64 vectors), JR rows at a time.
+template <int JR>
+HWY_INLINE void ScorePanelF64(const double* HWY_RESTRICT kt, size_t kpad, const float* HWY_RESTRICT rows, size_t D,
+                              double* HWY_RESTRICT s) {
+  const DD dd;
+  const size_t M = hn::Lanes(dd);
+  VD a0[JR], a1[JR];
+  for (int r = 0; r < JR; ++r) a0[r] = a1[r] = hn::Zero(dd);
+  for (size_t d = 0; d < D; ++d) {
+    const VD k0 = hn::LoadU(dd, kt + d * kpad), k1 = hn::LoadU(dd, kt + d * kpad + M);
+    for (int r = 0; r < JR; ++r) {
+      const VD x = hn::Set(dd, static_cast<double>(rows[r * D + d]));
+      a0[r] = hn::MulAdd(x, k0, a0[r]);
+      a1[r] = hn::MulAdd(x, k1, a1[r]);
+    }
+  }
+  for (int r = 0; r < JR; ++r) {
+    hn::StoreU(a0[r], dd, s + r * kpad);
+    hn::StoreU(a1[r], dd, s + r * kpad + M);
+  }
+}
+
+HWY_INLINE void ScoreRowsF64(const double* HWY_RESTRICT kt, size_t kpad, const float* HWY_RESTRICT rows, size_t n,
+                             size_t D, size_t hi, double* HWY_RESTRICT s) {
+  const size_t M = hn::Lanes(DD());
+  for (size_t j0 = 0; j0 < hi; j0 += 2 * M) {
+    size_t r = 0;
+    for (; r + 4 <= n; r += 4) ScorePanelF64<4>(kt + j0, kpad, rows + r * D, D, s + r * kpad + j0);
+    for (; r < n; ++r) ScorePanelF64<1>(kt + j0, kpad, rows + r * D, D, s + r * kpad + j0);
+  }
+}
+
+// Keys per entry in the per-slot buffers: Bs padded to whole f32 vectors and pairs of
+// f64 vectors (ScoreRowsF64) of this target.
+size_t KeyVectorPad(size_t bs) {
+  const size_t v = std::max(hn::Lanes(DF()), 2 * hn::Lanes(DD()));
+  return (bs + v - 1) / v * v;
+}
 
 // Pass 1 for every page.
 void KlScores(KlInputs& c, const InverseIndex& inv) {
@@ -68,31 +108,39 @@ void KlScores(KlInputs& c, const InverseIndex& inv) {
     const int64_t w0 = inv.begin[static_cast<size_t>(pg)], w1 = inv.begin[static_cast<size_t>(pg) + 1];
     if (w0 == w1) return;
     float* kt = scratch_floats(0, Dm * kpad);
+    double* ktd = reinterpret_cast<double*>(scratch_floats(5, 2 * static_cast<size_t>(c.D) * kpad));
+    double* sd = reinterpret_cast<double*>(scratch_floats(6, 2 * kBackwardRows * kpad));
     float* rows = scratch_floats(1, kBackwardRows * Dm);
     float* s = scratch_floats(2, kBackwardRows * kpad);
     float* meta = scratch_floats(3, 3 * kBackwardRows);  // lse, then the row's entry (int64)
     int32_t* nvis = reinterpret_cast<int32_t*>(scratch_floats(4, kBackwardRows));
     int64_t* entry_of = reinterpret_cast<int64_t*>(meta + kBackwardRows);
     size_t n = 0;
-    // Scores the batch's rows against kt and adds / stores them.
+    // Scores the batch's rows: logits (f32, against kt) stored, or the target's terms
+    // exp(scale q.k - lse) (f64 scores against ktd, so that a term is exactly 1 where the
+    // given lse is the exact score of a lone slot, as in the reference) added.
     auto flush = [&](size_t D, bool logits) {
       if (n == 0) return;
       const size_t hi = static_cast<size_t>(*std::max_element(nvis, nvis + n));
-      const DF df;
-      const size_t N = hn::Lanes(df);
-      ScoreRows(kt, kpad, rows, n, D, hi, s);
+      if (logits) {
+        ScoreRows(kt, kpad, rows, n, D, hi, s);
+        for (size_t r = 0; r < n; ++r)
+          std::copy(s + r * kpad, s + r * kpad + PadKeys(static_cast<size_t>(nvis[r])),
+                    c.logit.data() + static_cast<size_t>(entry_of[r]) * kpad);
+        n = 0;
+        return;
+      }
+      const DD dd;
+      const hn::Rebind<float, DD> dh;
+      const size_t M = hn::Lanes(dd);
+      ScoreRowsF64(ktd, kpad, rows, n, D, hi, sd);
       for (size_t r = 0; r < n; ++r) {
-        const size_t at = static_cast<size_t>(entry_of[r]) * kpad;
-        if (logits) {
-          std::copy(s + r * kpad, s + r * kpad + PadKeys(static_cast<size_t>(nvis[r])), c.logit.data() + at);
-          continue;
-        }
-        const VF l = hn::Set(df, meta[r]);
-        for (size_t j = 0; j < static_cast<size_t>(nvis[r]); j += N) {
-          const auto vis = hn::FirstN(df, std::min(N, static_cast<size_t>(nvis[r]) - j));
-          float* dst = c.target.data() + at + j;
-          const VF p = hn::IfThenElseZero(vis, hn::Exp(df, hn::Sub(hn::LoadU(df, s + r * kpad + j), l)));
-          hn::StoreU(hn::Add(hn::LoadU(df, dst), p), df, dst);
+        const VD l = hn::Set(dd, static_cast<double>(meta[r])), sc = hn::Set(dd, static_cast<double>(c.scale));
+        float* dst = c.target.data() + static_cast<size_t>(entry_of[r]) * kpad;
+        for (size_t j = 0; j < static_cast<size_t>(nvis[r]); j += M) {
+          const auto vis = hn::FirstN(dd, std::min(M, static_cast<size_t>(nvis[r]) - j));
+          const VD p = hn::IfThenElseZero(vis, hn::Exp(dd, hn::Sub(hn::Mul(sc, hn::LoadU(dd, sd + r * kpad + j)), l)));
+          hn::StoreU(hn::Add(hn::LoadU(dh, dst + j), hn::DemoteTo(dh, p)), dh, dst + j);
         }
       }
       n = 0;
@@ -109,15 +157,19 @@ void KlScores(KlInputs& c, const InverseIndex& inv) {
         const int64_t t = tg / c.Hs, g = tg % c.Hs;
         if (!c.shared && g != kh) continue;
         if (!transposed) {
-          TransposeRows(c.k.data() + static_cast<size_t>((pg * c.Hkv + kh) * c.Bs * c.D), static_cast<size_t>(c.D), Bs,
-                        static_cast<size_t>(c.D), kt, kpad);
+          const float* kr = c.k.data() + static_cast<size_t>((pg * c.Hkv + kh) * c.Bs * c.D);
+          for (int64_t d = 0; d < c.D; ++d) {
+            double* dst = ktd + static_cast<size_t>(d) * kpad;
+            for (size_t j = 0; j < Bs; ++j) dst[j] = kr[j * static_cast<size_t>(c.D) + static_cast<size_t>(d)];
+            std::fill(dst + Bs, dst + kpad, 0.0);
+          }
           transposed = true;
         }
         for (int64_t h = kh * c.G; h < (kh + 1) * c.G; ++h) {
           const float l = c.lse[static_cast<size_t>(t * c.Hq + h)];
           if (l == kNegInf) continue;  // adds nothing to the target
           const float* qr = c.q.data() + (t * c.Hq + h) * c.D;
-          for (int64_t d = 0; d < c.D; ++d) rows[n * static_cast<size_t>(c.D) + static_cast<size_t>(d)] = c.scale * qr[d];
+          std::copy(qr, qr + c.D, rows + n * static_cast<size_t>(c.D));
           meta[n] = l;
           entry_of[n] = e;
           nvis[n] = static_cast<int32_t>(c.visible_of(e, tg));
