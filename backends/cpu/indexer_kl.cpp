@@ -40,7 +40,8 @@ struct KlInputs {
   int64_t max_blocks = 0;
   std::vector<float> q, k, qi, ki, lse, dkl;
   TokenBlocks tb;  // per (token, selection head)
-  std::vector<float> target, logit;
+  float* target = nullptr;  // [entries][kpad]
+  float* logit = nullptr;   // [entries][kpad]
 
   int64_t page(int64_t t, int64_t blk) const { return block_table[tb.seq[static_cast<size_t>(t)] * max_blocks + blk]; }
   int64_t visible(int64_t t, int64_t blk) const {
@@ -126,7 +127,7 @@ void KlScores(KlInputs& c, const InverseIndex& inv) {
         ScoreRows(kt, kpad, rows, n, D, hi, s);
         for (size_t r = 0; r < n; ++r)
           std::copy(s + r * kpad, s + r * kpad + PadKeys(static_cast<size_t>(nvis[r])),
-                    c.logit.data() + static_cast<size_t>(entry_of[r]) * kpad);
+                    c.logit + static_cast<size_t>(entry_of[r]) * kpad);
         n = 0;
         return;
       }
@@ -136,7 +137,7 @@ void KlScores(KlInputs& c, const InverseIndex& inv) {
       ScoreRowsF64(ktd, kpad, rows, n, D, hi, sd);
       for (size_t r = 0; r < n; ++r) {
         const VD l = hn::Set(dd, static_cast<double>(meta[r])), sc = hn::Set(dd, static_cast<double>(c.scale));
-        float* dst = c.target.data() + static_cast<size_t>(entry_of[r]) * kpad;
+        float* dst = c.target + static_cast<size_t>(entry_of[r]) * kpad;
         for (size_t j = 0; j < static_cast<size_t>(nvis[r]); j += M) {
           const auto vis = hn::FirstN(dd, std::min(M, static_cast<size_t>(nvis[r]) - j));
           const VD p = hn::IfThenElseZero(vis, hn::Exp(dd, hn::Sub(hn::Mul(sc, hn::LoadU(dd, sd + r * kpad + j)), l)));
@@ -147,7 +148,7 @@ void KlScores(KlInputs& c, const InverseIndex& inv) {
     };
     for (int64_t w = w0; w < w1; ++w) {
       const size_t e = static_cast<size_t>(inv.entry[static_cast<size_t>(w)]);
-      std::fill(c.target.data() + e * kpad, c.target.data() + (e + 1) * kpad, 0.0f);
+      std::fill(c.target + e * kpad, c.target + (e + 1) * kpad, 0.0f);
     }
     // Target: the group's heads whose keys are KV head kh, head order overall.
     for (int64_t kh = 0; kh < c.Hkv; ++kh) {
@@ -211,13 +212,13 @@ void KlRows(KlInputs& c, float* kl, float* dqi) {
     VF mx = hn::Set(df, kNegInf);
     for (int64_t e = e0; e < e1; ++e)
       for (size_t j = 0; j < slots(e); j += N)
-        mx = hn::Max(mx, hn::IfThenElse(vis_mask(e, j), hn::LoadU(df, c.logit.data() + e * kpad + j), hn::Set(df, kNegInf)));
+        mx = hn::Max(mx, hn::IfThenElse(vis_mask(e, j), hn::LoadU(df, c.logit + e * kpad + j), hn::Set(df, kNegInf)));
     const float m = hn::GetLane(hn::MaxOfLanes(df, mx));
     VF sum = hn::Zero(df);
     const VF mv = hn::Set(df, m);
     for (int64_t e = e0; e < e1; ++e)
       for (size_t j = 0; j < slots(e); j += N)
-        sum = hn::Add(sum, hn::IfThenElseZero(vis_mask(e, j), hn::Exp(df, hn::Sub(hn::LoadU(df, c.logit.data() + e * kpad + j), mv))));
+        sum = hn::Add(sum, hn::IfThenElseZero(vis_mask(e, j), hn::Exp(df, hn::Sub(hn::LoadU(df, c.logit + e * kpad + j), mv))));
     const VF lse_u = hn::Set(df, m + std::log(hn::GetLane(hn::SumOfLanes(df, sum))));
     const VF nh = hn::Set(df, static_cast<float>(c.shared ? c.Hq : c.G));
     const VF w = hn::Set(df, (c.dkl.empty() ? 1.0f : c.dkl[static_cast<size_t>(tg)]) * c.scale_i);
@@ -225,15 +226,15 @@ void KlRows(KlInputs& c, float* kl, float* dqi) {
     for (int64_t e = e0; e < e1; ++e) {
       for (size_t j = 0; j < slots(e); j += N) {
         const auto vis = vis_mask(e, j);
-        float* pt = c.target.data() + e * kpad + j;
+        float* pt = c.target + e * kpad + j;
         const VF p = hn::Div(hn::LoadU(df, pt), nh);
-        const VF lu = hn::Sub(hn::LoadU(df, c.logit.data() + e * kpad + j), lse_u);
+        const VF lu = hn::Sub(hn::LoadU(df, c.logit + e * kpad + j), lse_u);
         const auto live = hn::And(vis, hn::Ne(p, hn::Zero(df)));  // 0 log 0 = 0
         acc = hn::Add(acc, hn::IfThenElseZero(live, hn::Mul(p, hn::Sub(hn::Log(df, p), lu))));
         hn::StoreU(hn::IfThenElseZero(vis, hn::Mul(w, hn::Sub(hn::Exp(df, lu), p))), df, pt);  // d(dkl kl)/d(qi.ki)
       }
       const int64_t blk = c.tb.list[static_cast<size_t>(e)];
-      AddWeightedRows(c.target.data() + e * kpad, slots(e), c.ki.data() + c.page(t, blk) * c.Bs * c.Di, Di, Di, dq);
+      AddWeightedRows(c.target + e * kpad, slots(e), c.ki.data() + c.page(t, blk) * c.Bs * c.Di, Di, Di, dq);
     }
     kl[tg] = hn::GetLane(hn::SumOfLanes(df, acc));
   }, 4);
@@ -259,7 +260,7 @@ void KlKeyGrads(const KlInputs& c, const InverseIndex& inv, float* dki) {
         const size_t vis = static_cast<size_t>(c.visible_of(e, tg));
         hi = std::max(hi, vis);
         std::copy(c.qi.data() + tg * c.Di, c.qi.data() + (tg + 1) * c.Di, rows + r * Di);
-        std::copy(c.target.data() + e * c.kpad, c.target.data() + e * c.kpad + vis, coef + r * kpad);
+        std::copy(c.target + e * c.kpad, c.target + e * c.kpad + vis, coef + r * kpad);
         std::fill(coef + r * kpad + vis, coef + (r + 1) * kpad, 0.0f);
       }
       AccumulateRowsT(coef, kpad, rows, n, Di, hi, acc);
@@ -308,8 +309,12 @@ void indexer_kl(hal::Stream&, const ops::IndexerKlArgs& a) {
   c.lse = to_f32(a.lse, c.Hq), c.dkl = to_f32(a.dkl, c.Hs);
   c.kpad = static_cast<int64_t>(HWY_DYNAMIC_DISPATCH(KeyVectorPad)(static_cast<size_t>(c.Bs)));
   const size_t slots = c.tb.list.size() * static_cast<size_t>(c.kpad);
-  c.target.resize(slots);
-  c.logit.resize(slots);
+  // Kept by the calling thread across calls (every element read is written first in
+  // the call): no fresh pages to fault in and zero per call.
+  thread_local std::vector<float> slot_buffer;
+  slot_buffer.resize(std::max(slot_buffer.size(), 2 * slots));
+  c.target = slot_buffer.data();
+  c.logit = slot_buffer.data() + slots;
   // For each page, the (token, selection head) entries that attended it, in token order.
   const InverseIndex inv(c.tb.list_begin, c.P,
                          [&](int64_t tg, int64_t e) { return c.page(tg / c.Hs, c.tb.list[static_cast<size_t>(e)]); });
