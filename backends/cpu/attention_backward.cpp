@@ -1,120 +1,264 @@
 // dense_attention_backward and sparse_block_attention_backward (docs/training.md) on the
-// paged cache, and patch_attention_3d_backward, in f32 on the oneTBB arena. Deterministic
-// for any thread count:
-//  - dq: one task per (token, KV head) walks its attended slots in a fixed order;
-//  - dk_cache / dv_cache: one task per (page, KV head) slab loops over the queries that
-//    attended it, from an inverse index built per call in token order (no atomics);
-//  - patch attention: one task per (window, head) owns every gradient row it writes.
+// paged cache, and patch_attention_3d_backward, in f32 on the oneTBB arena, with the
+// tiles of backward_core-inl.h. Deterministic for any thread count:
+//  - paged: one task per (page, KV head) slab takes the (token, block) entries that
+//    attended it, from an inverse index in token order, in batches of query rows; each
+//    batch forms S, P, dP, dS once, adds dK / dV into the slab's rows (the task owns them,
+//    no atomics) and forms the batch's dq terms dS K as one tile product, stored per
+//    (entry, head). dq needs a sum over slabs: a second pass, one task per (token, KV
+//    head), adds its entries' terms in list order. Nothing is recomputed (recomputing S
+//    and dP in a query-outer pass would cost two of the five products again); the terms
+//    are D floats per (entry, head), so the tokens run in chunks that bound that buffer
+//    (kDqTermFloats) and dK / dV add each chunk's slab sums in chunk order;
+//  - patch attention: one task per (window, head) owns every gradient row it writes; key
+//    tiles outer, query batches inner, dq summed over the key tiles in order.
 // Index data is validated by the reference's checks before any work.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/attention_backward.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <utility>
 #include <vector>
 
-#include "backends/cpu/f32_rows.h"
+#include "backends/cpu/backward_core-inl.h"
+#include "backends/cpu/backward_inputs.h"
 #include "backends/cpu/inverse_index.h"
-#include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
-#include "backends/cpu/token_blocks.h"
-#include "backends/cpu_ref/attended_sets.h"
-#include "backends/cpu_ref/common.h"
+#include "backends/cpu/scratch.h"
 #include "backends/cpu_ref/patch_windows.h"
-#include "hal/dtype.h"
+#include "hwy/highway.h"
 
+HWY_BEFORE_NAMESPACE();
 namespace msa::cpu {
-namespace {
+namespace HWY_NAMESPACE {
 
-struct Call {
-  const hal::Tensor& block_table;
-  int64_t T, Hq, D, P, Hkv, Bs, G;
-  float scale;
-  std::vector<float> q, dout, k, v, lse, delta;  // delta [T][Hq] = dot(dout, out)
-  TokenBlocks tb;                                // per (token, KV head)
+// The rows of one query batch: scaled q, dout, lse (0 for an empty row), delta, keys seen.
+struct RowBatch {
+  float *qs, *go, *lse, *delta;
+  int32_t* nvis;
+  size_t rows = 0;
 
-  int64_t page(int64_t t, int64_t c) const {
-    return block_table.data<const int32_t>()[tb.seq[static_cast<size_t>(t)] * block_table.dim(1) + c];
-  }
+  RowBatch(size_t D)
+      : qs(scratch_floats(1, kBackwardRows * D)), go(scratch_floats(2, kBackwardRows * D)),
+        lse(scratch_floats(3, 3 * kBackwardRows)), delta(lse + kBackwardRows),
+        nvis(reinterpret_cast<int32_t*>(lse + 2 * kBackwardRows)) {}
 
-  // p and ds of query row (t, h) for the key/value slot at element offset off.
-  void p_ds(int64_t t, int64_t h, int64_t off, float& p, float& ds) const {
-    const size_t row = static_cast<size_t>((t * Hq + h) * D);
-    p = std::exp(scale * dot(q.data() + row, k.data() + off, D) - lse[static_cast<size_t>(t * Hq + h)]);
-    ds = p * (dot(dout.data() + row, v.data() + off, D) - delta[static_cast<size_t>(t * Hq + h)]);
+  // Appends row (q, dout: D floats); a row whose lse is -inf sees nothing.
+  void add(const float* q, const float* dout, size_t D, float scale, float l, float dl, int64_t keys) {
+    const bool empty = l == -std::numeric_limits<float>::infinity();
+    for (size_t d = 0; d < D; ++d) qs[rows * D + d] = scale * q[d];
+    std::copy(dout, dout + D, go + rows * D);
+    lse[rows] = empty ? 0.0f : l;
+    delta[rows] = dl;
+    nvis[rows] = empty ? 0 : static_cast<int32_t>(keys);
+    ++rows;
   }
 };
 
-Call make_call(const hal::Tensor& dout, const hal::Tensor& q, const hal::Tensor& k_cache, const hal::Tensor& v_cache,
-               const hal::Tensor& block_table, const hal::Tensor& out, const hal::Tensor& lse, float scale,
-               TokenBlocks tb) {
-  Call c{block_table, q.dim(0), q.dim(1), q.dim(2), k_cache.dim(0), k_cache.dim(1), k_cache.dim(2),
-         q.dim(1) / k_cache.dim(1), static_cast<float>(cpu_ref::resolve_scale(scale, q.dim(2))),
-         {}, {}, {}, {}, {}, {}, std::move(tb)};
+// delta[r] = dot(dout row r, out row r) for rows of D elements (ChainDot).
+void RowDots(const float* dout, const float* out, int64_t rows, int64_t D, float* delta) {
+  parallel_for(rows, [&](int64_t r) { delta[r] = ChainDot(dout + r * D, out + r * D, static_cast<size_t>(D)); }, 64);
+}
+
+// dK / dV of every slab over the entries [e_lo, e_hi) that attended it (cursor[slab]: its
+// first inverse-index position not yet done), and each entry's dq term dS K (unscaled)
+// into dqp (entry e, head hh at dqp[((e - e_lo) * G + hh) * D]).
+void PagedSlabs(const PagedBackwardInputs& c, const InverseIndex& inv, int64_t e_lo, int64_t e_hi, int64_t* cursor,
+                float* dqp, float* dk, float* dv) {
+  const size_t D = static_cast<size_t>(c.D), Bs = static_cast<size_t>(c.Bs), G = static_cast<size_t>(c.G);
+  const size_t per_batch = std::max<size_t>(1, kBackwardRows / G);  // entries per batch
+  parallel_for(c.P * c.Hkv, [&](int64_t slab) {
+    const int64_t w0 = cursor[slab];
+    int64_t w1 = w0, seen = 0;  // seen: slots any of the entries sees
+    for (; w1 < inv.begin[static_cast<size_t>(slab) + 1] && inv.entry[static_cast<size_t>(w1)] < e_hi; ++w1) {
+      const int64_t e = inv.entry[static_cast<size_t>(w1)];
+      seen = std::max(seen, c.visible(inv.owner[static_cast<size_t>(e)] / c.Hkv, c.tb.list[static_cast<size_t>(e)]));
+    }
+    cursor[slab] = w1;
+    if (w0 == w1) return;
+    const int64_t g = slab % c.Hkv;
+    const size_t off = static_cast<size_t>(slab) * Bs * D;
+    BackwardTile tile;
+    LoadKeyTile(tile, D, Bs, c.k.data() + off, c.v.data() + off, D, scratch_floats(0, KeyTileFloats(D, Bs)));
+    // The keys row-major for dq, the slots no entry sees zeroed (slack slots may hold NaN).
+    float* krow = scratch_floats(5, tile.kpad * D);
+    std::copy(c.k.data() + off, c.k.data() + off + static_cast<size_t>(seen) * D, krow);
+    std::fill(krow + static_cast<size_t>(seen) * D, krow + tile.kpad * D, 0.0f);
+    float* dqb = scratch_floats(6, kBackwardRows * D);
+    RowBatch b(D);
+    for (int64_t w = w0; w < w1; w += static_cast<int64_t>(per_batch)) {
+      const int64_t wend = std::min(w1, w + static_cast<int64_t>(per_batch));
+      b.rows = 0;
+      for (int64_t i = w; i < wend; ++i) {
+        const int64_t e = inv.entry[static_cast<size_t>(i)], t = inv.owner[static_cast<size_t>(e)] / c.Hkv;
+        const int64_t keys = c.visible(t, c.tb.list[static_cast<size_t>(e)]);
+        for (int64_t h = g * c.G; h < (g + 1) * c.G; ++h) {
+          const size_t row = static_cast<size_t>(t * c.Hq + h);
+          b.add(c.q.data() + row * D, c.dout.data() + row * D, D, c.scale, c.lse[row], c.delta[row], keys);
+        }
+      }
+      BackwardBatch(tile, b.qs, b.go, b.rows, b.lse, b.delta, b.nvis);
+      const size_t hi = static_cast<size_t>(*std::max_element(b.nvis, b.nvis + b.rows));
+      RowsTimesKeys(tile.dp, tile.kpad, b.rows, hi == 0 ? 0 : PadKeys(hi), krow, D, dqb);
+      for (int64_t i = w; i < wend; ++i) {
+        const size_t r0 = static_cast<size_t>(i - w) * G;
+        std::copy(dqb + r0 * D, dqb + (r0 + G) * D,
+                  dqp + static_cast<size_t>(inv.entry[static_cast<size_t>(i)] - e_lo) * G * D);
+      }
+    }
+    AddTransposed(tile.dkt, tile.kpad, Bs, D, dk + off, D);
+    AddTransposed(tile.dvt, tile.kpad, Bs, D, dv + off, D);
+  });
+}
+
+// dq of the (token, KV head) pairs [tg0, tg1): the dq terms of their entries (entry ids
+// from e_lo) summed in list order, times scale.
+void PagedDq(const PagedBackwardInputs& c, int64_t e_lo, int64_t tg0, int64_t tg1, const float* dqp, float* dq) {
+  const DF df;
+  const size_t N = hn::Lanes(df), D = static_cast<size_t>(c.D);
+  parallel_for(tg1 - tg0, [&](int64_t i) {
+    const int64_t tg = tg0 + i, t = tg / c.Hkv, g = tg % c.Hkv;
+    for (int64_t hh = 0; hh < c.G; ++hh) {
+      const size_t row = static_cast<size_t>(t * c.Hq + g * c.G + hh);
+      float* out = dq + row * D;
+      std::fill(out, out + D, 0.0f);
+      if (c.lse[row] == -std::numeric_limits<float>::infinity()) continue;
+      for (int64_t e = c.tb.list_begin[static_cast<size_t>(tg)]; e < c.tb.list_begin[static_cast<size_t>(tg) + 1]; ++e) {
+        const float* src = dqp + static_cast<size_t>((e - e_lo) * c.G + hh) * D;
+        size_t d = 0;
+        for (; d + N <= D; d += N) hn::StoreU(hn::Add(hn::LoadU(df, out + d), hn::LoadU(df, src + d)), df, out + d);
+        for (; d < D; ++d) out[d] += src[d];
+      }
+      for (size_t d = 0; d < D; ++d) out[d] *= c.scale;
+    }
+  }, 4);
+}
+
+// patch_attention_3d_backward over one (window, head) per task. q, k, v, dout: [N][H][D]
+// f32; delta [N][H].
+void PatchBackward(const std::vector<cpu_ref::PatchWindow>& windows, int64_t H, int64_t D, float scale, const float* q,
+                   const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dq,
+                   float* dk, float* dv) {
+  const size_t Dz = static_cast<size_t>(D), ld = static_cast<size_t>(H * D);
+  parallel_for(static_cast<int64_t>(windows.size()) * H, [&](int64_t task) {
+    const cpu_ref::PatchWindow& w = windows[static_cast<size_t>(task / H)];
+    const int64_t h = task % H;
+    const size_t n = static_cast<size_t>(w.t_end - w.t_begin);
+    const size_t base = static_cast<size_t>(w.t_begin * H + h) * Dz;  // row i of the window at base + i * ld
+    for (size_t i = 0; i < n; ++i)
+      for (float* g : {dq, dk, dv}) std::fill(g + base + i * ld, g + base + i * ld + Dz, 0.0f);
+    RowBatch b(Dz);
+    // The key tile's rows, contiguous and zero-padded to whole vectors (for dq's dS K).
+    float* krows = scratch_floats(4, PadKeys(kBackwardRows) * Dz);
+    float* dqb = scratch_floats(5, kBackwardRows * Dz);
+    for (size_t j0 = 0; j0 < n; j0 += kBackwardRows) {
+      const size_t nk = std::min(kBackwardRows, n - j0);
+      BackwardTile tile;
+      LoadKeyTile(tile, Dz, nk, k + base + j0 * ld, v + base + j0 * ld, ld, scratch_floats(0, KeyTileFloats(Dz, nk)));
+      for (size_t j = 0; j < nk; ++j) std::copy(k + base + (j0 + j) * ld, k + base + (j0 + j) * ld + Dz, krows + j * Dz);
+      std::fill(krows + nk * Dz, krows + tile.kpad * Dz, 0.0f);
+      for (size_t r0 = 0; r0 < n; r0 += kBackwardRows) {
+        b.rows = 0;
+        const size_t nr = std::min(kBackwardRows, n - r0);
+        for (size_t i = r0; i < r0 + nr; ++i) {
+          const size_t row = (base + i * ld) / Dz;
+          b.add(q + base + i * ld, dout + base + i * ld, Dz, scale, lse[row], delta[row], static_cast<int64_t>(nk));
+        }
+        BackwardBatch(tile, b.qs, b.go, b.rows, b.lse, b.delta, b.nvis);
+        const size_t hi = static_cast<size_t>(*std::max_element(b.nvis, b.nvis + nr));
+        RowsTimesKeys(tile.dp, tile.kpad, nr, hi == 0 ? 0 : PadKeys(hi), krows, Dz, dqb);
+        for (size_t i = 0; i < nr; ++i) {
+          float* dst = dq + base + (r0 + i) * ld;
+          for (size_t d = 0; d < Dz; ++d) dst[d] += dqb[i * Dz + d];
+        }
+      }
+      AddTransposed(tile.dkt, tile.kpad, nk, Dz, dk + base + j0 * ld, ld);
+      AddTransposed(tile.dvt, tile.kpad, nk, Dz, dv + base + j0 * ld, ld);
+    }
+    for (size_t i = 0; i < n; ++i)
+      for (size_t d = 0; d < Dz; ++d) dq[base + i * ld + d] *= scale;
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace msa::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <utility>
+
+#include "backends/cpu/f32_rows.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu_ref/attended_sets.h"
+#include "backends/cpu_ref/common.h"
+#include "hal/dtype.h"
+
+namespace msa::cpu {
+
+HWY_EXPORT(RowDots);
+HWY_EXPORT(PagedSlabs);
+HWY_EXPORT(PagedDq);
+HWY_EXPORT(PatchBackward);
+
+namespace {
+
+// Upper bound of the stored dq terms (floats) per token chunk of a paged call (64 MiB,
+// kept by the calling thread across calls: no fresh pages to fault in per call).
+constexpr int64_t kDqTermFloats = int64_t{16} << 20;
+
+// delta[r] = dot(dout row r, out row r) over rows of D elements.
+std::vector<float> row_dots(const std::vector<float>& dout, const std::vector<float>& out, int64_t D) {
+  std::vector<float> delta(dout.size() / static_cast<size_t>(D));
+  HWY_DYNAMIC_DISPATCH(RowDots)(dout.data(), out.data(), static_cast<int64_t>(delta.size()), D, delta.data());
+  return delta;
+}
+
+PagedBackwardInputs make_inputs(const hal::Tensor& dout, const hal::Tensor& q, const hal::Tensor& k_cache,
+                                const hal::Tensor& v_cache, const hal::Tensor& block_table, const hal::Tensor& out,
+                                const hal::Tensor& lse, float scale, TokenBlocks tb) {
+  PagedBackwardInputs c;
+  c.block_table = block_table.data<const int32_t>();
+  c.max_blocks = block_table.dim(1);
+  c.T = q.dim(0), c.Hq = q.dim(1), c.D = q.dim(2);
+  c.P = k_cache.dim(0), c.Hkv = k_cache.dim(1), c.Bs = k_cache.dim(2), c.G = c.Hq / c.Hkv;
+  c.scale = static_cast<float>(cpu_ref::resolve_scale(scale, c.D));
   c.q = to_f32(q, c.D), c.dout = to_f32(dout, c.D), c.k = to_f32(k_cache, c.D), c.v = to_f32(v_cache, c.D);
   c.lse = to_f32(lse, c.Hq);
-  const std::vector<float> o = to_f32(out, c.D);
-  c.delta.resize(static_cast<size_t>(c.T * c.Hq));
-  parallel_for(c.T * c.Hq, [&](int64_t r) {
-    c.delta[static_cast<size_t>(r)] = dot(c.dout.data() + r * c.D, o.data() + r * c.D, c.D);
-  }, 64);
+  c.delta = row_dots(c.dout, to_f32(out, c.D), c.D);
+  c.tb = std::move(tb);
   return c;
 }
 
-// dq of every (token, KV head), then dk / dv of every (page, KV head) slab.
-void run(Call& c, const hal::Tensor& dq_out, const hal::Tensor& dk_out, const hal::Tensor& dv_out) {
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  float* dq = dq_out.data<float>();
-  parallel_for(c.T * c.Hkv, [&](int64_t tg) {
-    const int64_t t = tg / c.Hkv, g = tg % c.Hkv;
-    for (int64_t h = g * c.G; h < (g + 1) * c.G; ++h) {
-      float* row = dq + (t * c.Hq + h) * c.D;
-      std::fill(row, row + c.D, 0.0f);
-      if (c.lse[static_cast<size_t>(t * c.Hq + h)] == neg_inf) continue;
-      for (int64_t e = c.tb.list_begin[static_cast<size_t>(tg)]; e < c.tb.list_begin[static_cast<size_t>(tg) + 1]; ++e) {
-        const int64_t blk = c.tb.list[static_cast<size_t>(e)], page = c.page(t, blk);
-        const int64_t s_end = std::min({(blk + 1) * c.Bs, c.tb.kv_len[static_cast<size_t>(t)], c.tb.pos[static_cast<size_t>(t)] + 1});
-        for (int64_t s = blk * c.Bs; s < s_end; ++s) {
-          const int64_t off = ((page * c.Hkv + g) * c.Bs + (s - blk * c.Bs)) * c.D;
-          float p, ds;
-          c.p_ds(t, h, off, p, ds);
-          for (int64_t d = 0; d < c.D; ++d) row[d] += c.scale * ds * c.k[static_cast<size_t>(off + d)];
-        }
-      }
-    }
-  }, 4);
+void run(const PagedBackwardInputs& c, const hal::Tensor& dq_out, const hal::Tensor& dk_out, const hal::Tensor& dv_out) {
   // For each (page, KV head) slab, the (token, block) entries that attended it, in token order.
   const InverseIndex inv(c.tb.list_begin, c.P * c.Hkv, [&](int64_t tg, int64_t e) {
     return c.page(tg / c.Hkv, c.tb.list[static_cast<size_t>(e)]) * c.Hkv + tg % c.Hkv;
   });
   float* dk = dk_out.data<float>();
   float* dv = dv_out.data<float>();
-  parallel_for(c.P * c.Hkv, [&](int64_t slab) {
-    const int64_t g = slab % c.Hkv, n = c.Bs * c.D;
-    float* dks = dk + slab * n;
-    float* dvs = dv + slab * n;
-    std::fill(dks, dks + n, 0.0f);
-    std::fill(dvs, dvs + n, 0.0f);
-    for (int64_t w = inv.begin[static_cast<size_t>(slab)]; w < inv.begin[static_cast<size_t>(slab) + 1]; ++w) {
-      const int64_t e = inv.entry[static_cast<size_t>(w)], t = inv.owner[static_cast<size_t>(e)] / c.Hkv;
-      const int64_t blk = c.tb.list[static_cast<size_t>(e)];
-      const int64_t s_end = std::min({(blk + 1) * c.Bs, c.tb.kv_len[static_cast<size_t>(t)], c.tb.pos[static_cast<size_t>(t)] + 1});
-      for (int64_t h = g * c.G; h < (g + 1) * c.G; ++h) {
-        if (c.lse[static_cast<size_t>(t * c.Hq + h)] == neg_inf) continue;
-        const float* qr = c.q.data() + (t * c.Hq + h) * c.D;
-        const float* dor = c.dout.data() + (t * c.Hq + h) * c.D;
-        for (int64_t s = blk * c.Bs; s < s_end; ++s) {
-          const int64_t j = s - blk * c.Bs;
-          float p, ds;
-          c.p_ds(t, h, slab * n + j * c.D, p, ds);
-          for (int64_t d = 0; d < c.D; ++d) {
-            dks[j * c.D + d] += c.scale * ds * qr[d];
-            dvs[j * c.D + d] += p * dor[d];
-          }
-        }
-      }
-    }
+  const int64_t n = c.P * c.Hkv * c.Bs * c.D;
+  parallel_for((n + 4095) / 4096, [&](int64_t i) {
+    std::fill(dk + i * 4096, dk + std::min(n, (i + 1) * 4096), 0.0f);
+    std::fill(dv + i * 4096, dv + std::min(n, (i + 1) * 4096), 0.0f);
   });
+  std::vector<int64_t> cursor(inv.begin.begin(), inv.begin.end() - 1);
+  const int64_t per_entry = c.G * c.D, pairs = c.T * c.Hkv;
+  for (int64_t tg0 = 0; tg0 < pairs;) {
+    // The chunk: the pairs from tg0 whose entries fit the buffer (at least one pair).
+    const auto& lb = c.tb.list_begin;
+    int64_t tg1 = tg0 + 1;
+    while (tg1 < pairs && (lb[static_cast<size_t>(tg1) + 1] - lb[static_cast<size_t>(tg0)]) * per_entry <= kDqTermFloats) ++tg1;
+    const int64_t e_lo = lb[static_cast<size_t>(tg0)], e_hi = lb[static_cast<size_t>(tg1)];
+    thread_local std::vector<float> dq_terms;
+    dq_terms.resize(std::max(dq_terms.size(), static_cast<size_t>((e_hi - e_lo) * per_entry)));
+    float* dqp = dq_terms.data();
+    HWY_DYNAMIC_DISPATCH(PagedSlabs)(c, inv, e_lo, e_hi, cursor.data(), dqp, dk, dv);
+    HWY_DYNAMIC_DISPATCH(PagedDq)(c, e_lo, tg0, tg1, dqp, dq_out.data<float>());
+    tg0 = tg1;
+  }
 }
 
 }  // namespace
@@ -122,8 +266,9 @@ void run(Call& c, const hal::Tensor& dq_out, const hal::Tensor& dk_out, const ha
 void dense_attention_backward(hal::Stream&, const ops::DenseAttentionBackwardArgs& a) {
   const cpu_ref::Batch batch =
       cpu_ref::checked_dense_batch("dense_attention_backward", a.q, a.k_cache, a.block_table, a.kv_len, a.cu_q);
-  Call c = make_call(a.dout, a.q, a.k_cache, a.v_cache, a.block_table, a.out, a.lse, a.scale,
-                     TokenBlocks(batch, a.q.dim(0), nullptr, false, a.k_cache.dim(1), a.k_cache.dim(2)));
+  const PagedBackwardInputs c =
+      make_inputs(a.dout, a.q, a.k_cache, a.v_cache, a.block_table, a.out, a.lse, a.scale,
+                  TokenBlocks(batch, a.q.dim(0), nullptr, false, a.k_cache.dim(1), a.k_cache.dim(2)));
   run(c, a.dq, a.dk_cache, a.dv_cache);
 }
 
@@ -132,8 +277,9 @@ void sparse_block_attention_backward(hal::Stream&, const ops::SparseAttentionBac
                                                              a.block_table, a.kv_len, a.cu_q, a.Qb, a.NQ, a.mode,
                                                              a.block_idx);
   const bool shared = a.mode == ops::SelectionMode::shared;
-  Call c = make_call(a.dout, a.q, a.k_cache, a.v_cache, a.block_table, a.out, a.lse, a.scale,
-                     TokenBlocks(batch, a.q.dim(0), &a.block_idx, shared, a.k_cache.dim(1), a.k_cache.dim(2)));
+  const PagedBackwardInputs c =
+      make_inputs(a.dout, a.q, a.k_cache, a.v_cache, a.block_table, a.out, a.lse, a.scale,
+                  TokenBlocks(batch, a.q.dim(0), &a.block_idx, shared, a.k_cache.dim(1), a.k_cache.dim(2)));
   run(c, a.dq, a.dk_cache, a.dv_cache);
 }
 
@@ -142,33 +288,11 @@ void patch_attention_3d_backward(hal::Stream&, const ops::PatchAttention3dBackwa
   const auto windows = cpu_ref::checked_windows("patch_attention_3d_backward", a.items, a.window, N);
   const float scale = static_cast<float>(cpu_ref::resolve_scale(a.scale, D));
   const std::vector<float> q = to_f32(a.q, D), k = to_f32(a.k, D), v = to_f32(a.v, D), dout = to_f32(a.dout, D),
-                           out = to_f32(a.out, D), lse = to_f32(a.lse, H);
-  float* dq = a.dq.data<float>();
-  float* dk = a.dk.data<float>();
-  float* dv = a.dv.data<float>();
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  parallel_for(static_cast<int64_t>(windows.size()) * H, [&](int64_t task) {
-    const cpu_ref::PatchWindow& w = windows[static_cast<size_t>(task / H)];
-    const int64_t h = task % H;
-    for (int64_t t = w.t_begin; t < w.t_end; ++t)
-      for (float* g : {dq, dk, dv}) std::fill(g + (t * H + h) * D, g + (t * H + h + 1) * D, 0.0f);
-    for (int64_t t = w.t_begin; t < w.t_end; ++t) {
-      const int64_t row = (t * H + h) * D;
-      const float l = lse[static_cast<size_t>(t * H + h)];
-      if (l == neg_inf) continue;
-      const float delta = dot(dout.data() + row, out.data() + row, D);
-      for (int64_t s = w.t_begin; s < w.t_end; ++s) {
-        const int64_t key = (s * H + h) * D;
-        const float p = std::exp(scale * dot(q.data() + row, k.data() + key, D) - l);
-        const float ds = p * (dot(dout.data() + row, v.data() + key, D) - delta);
-        for (int64_t d = 0; d < D; ++d) {
-          dq[row + d] += scale * ds * k[static_cast<size_t>(key + d)];
-          dk[key + d] += scale * ds * q[static_cast<size_t>(row + d)];
-          dv[key + d] += p * dout[static_cast<size_t>(row + d)];
-        }
-      }
-    }
-  });
+                           lse = to_f32(a.lse, H);
+  const std::vector<float> delta = row_dots(dout, to_f32(a.out, D), D);
+  HWY_DYNAMIC_DISPATCH(PatchBackward)(windows, H, D, scale, q.data(), k.data(), v.data(), dout.data(), lse.data(),
+                                      delta.data(), a.dq.data<float>(), a.dk.data<float>(), a.dv.data<float>());
 }
 
 }  // namespace msa::cpu
+#endif  // HWY_ONCE

@@ -1,41 +1,14 @@
-// Helpers of the f32 training kernels: a whole tensor converted to f32 on the arena, and
-// a dot product in a fixed order.
+// Helper of the f32 training kernels: a whole tensor converted to f32 on the arena.
 #pragma once
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
-#include "backends/cpu/parallel.h"
-#include "hal/dtype.h"
 #include "hal/tensor.h"
 
 namespace msa::cpu {
 
-// t's elements as f32, converted `row` elements per task.
-inline std::vector<float> to_f32(const hal::Tensor& t, int64_t row) {
-  const int64_t n = t.present() ? t.numel() : 0;
-  std::vector<float> v(static_cast<size_t>(n));
-  if (n == 0) return v;
-  const uint8_t* src = t.data<const uint8_t>();
-  parallel_for((n + row - 1) / row, [&](int64_t r) {
-    for (int64_t i = r * row; i < std::min(n, (r + 1) * row); ++i)
-      v[static_cast<size_t>(i)] = hal::load_as_f32(t.dtype, src, static_cast<size_t>(i));
-  }, 16);
-  return v;
-}
-
-// sum a[i] * b[i] with four interleaved partial sums.
-inline float dot(const float* a, const float* b, int64_t n) {
-  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += a[i] * b[i];
-    s1 += a[i + 1] * b[i + 1];
-    s2 += a[i + 2] * b[i + 2];
-    s3 += a[i + 3] * b[i + 3];
-  }
-  for (; i < n; ++i) s0 += a[i] * b[i];
-  return (s0 + s1) + (s2 + s3);
-}
+// t's elements as f32 (empty for an absent tensor), converted `row` elements per task
+// (Highway conversions for f32, bf16, f16; hal::load_as_f32 for the other dtypes).
+std::vector<float> to_f32(const hal::Tensor& t, int64_t row);
 
 }  // namespace msa::cpu

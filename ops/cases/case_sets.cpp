@@ -741,6 +741,28 @@ void add_full_training(CaseList& c) {
 }
 
 // The benchmark shapes: the reference configuration at contexts 8K .. 1M (scaled).
+// Training-sized calls of the training ops, each timed with its forward as the baseline:
+// the training example's dense warm-up (T = 2048 from empty, 8 query heads over 4 KV heads,
+// D = 32, Bs = 64, f32) and an M3-like sparse stage (T = 4096 from empty, 16 over 2, D =
+// 128, Bs = 64, k = 16, Qb = 64, bf16), indexer_kl on both, and the ViT windows' backward.
+// Lengths are the full ones at cpu's scale (1/16) and above, shorter below (cpu-ref).
+void add_perf_training(CaseList& c, double scale, const VitParams& vit) {
+  auto len = [&](int32_t L) {
+    return static_cast<int32_t>(std::min<int64_t>(L, std::max<int64_t>(128, std::llround(16.0 * L * scale))));
+  };
+  const int32_t td = len(2048), ts = len(4096);
+  AttnParams d = attn({{td}, {td}}, 8, 4, 32, 64, 1, 0, kF32);
+  d.ki_dtype = kF32;
+  d.Di = 32;
+  c.push_back(dense_attention_backward_case(d, true));
+  c.push_back(indexer_kl_case(d, KlStage::dense, false, true));
+  AttnParams sp = attn({{ts}, {ts}}, 16, 2, 128, 64, 64, 16, kBF16);
+  sp.Di = 128;
+  c.push_back(sparse_attention_backward_case(sp, true));
+  c.push_back(indexer_kl_case(sp, KlStage::sparse, false, true));
+  c.push_back(patch_attention_3d_backward_case(vit, true));
+}
+
 void add_perf(CaseList& c, double scale) {
   const int Bs = 128;
   auto scaled = [&](int64_t n, int64_t min) {
@@ -807,6 +829,7 @@ void add_perf(CaseList& c, double scale) {
   v.D = 80;
   c.push_back(patch_attention_3d_case(v));
   c.push_back(rope_3d_case(v));
+  add_perf_training(c, scale, v);
 }
 
 uint64_t name_seed(const Case& c) {

@@ -3,6 +3,8 @@
 #include "ops/cases/training_cases.h"
 
 #include <algorithm>
+#include <exception>
+#include <memory>
 #include <string_view>
 
 #include "hal/error.h"
@@ -29,9 +31,19 @@ void drop_slots(CaseData& d, std::initializer_list<std::string_view> names) {
 }
 
 // Runs `forward` on cpu-ref over d's inputs and turns its output slots (out, lse) into
-// inputs holding the reference's values: both devices then get the same out/lse.
-void reference_outputs_as_inputs(const Case& forward, CaseData& d) {
-  auto ref = hal::create_device("cpu-ref");
+// inputs holding the reference's values: both devices then get the same out/lse. A timed
+// case (perf) takes them from `cpu` when it is built: cpu-ref's f64 forward would take
+// minutes at training sizes, and the timing does not depend on the values.
+void reference_outputs_as_inputs(const Case& forward, CaseData& d, bool timed = false) {
+  std::unique_ptr<hal::Device> ref;
+  if (timed) {
+    try {
+      ref = hal::create_device("cpu");
+    } catch (const std::exception&) {
+      ref = nullptr;
+    }
+  }
+  if (ref == nullptr) ref = hal::create_device("cpu-ref");
   std::vector<hal::HostTensor> got = run_outputs(forward, *ref, d);
   for (size_t i = 0; i < d.slots.size(); ++i)
     if (d.slots[i].role == Role::out) d.slots[i] = Slot::input(d.slots[i].name, std::move(got[i]));
@@ -54,8 +66,8 @@ double cache_tokens(const Batch& batch, int Bs) {
 // reference out/lse, a random dout, and dq, dk_cache, dv_cache.
 class PagedBackwardCase : public Case {
  public:
-  PagedBackwardCase(const AttnParams& p, bool sparse)
-      : p_(p), batch_(p.q_len, p.kv_len, p.Qb), sparse_(sparse),
+  PagedBackwardCase(const AttnParams& p, bool sparse, bool timed)
+      : p_(p), batch_(p.q_len, p.kv_len, p.Qb), sparse_(sparse), timed_(timed),
         fwd_(sparse ? sparse_attention_case(p) : dense_attention_case(p)) {}
   hal::OpId op() const override {
     return sparse_ ? hal::OpId::sparse_block_attention_backward : hal::OpId::dense_attention_backward;
@@ -71,7 +83,7 @@ class PagedBackwardCase : public Case {
   // `perf` is ignored: the forward runs on cpu-ref over the whole inputs (never tiled).
   CaseData make_data(uint64_t seed, bool) const override {
     CaseData d = fwd_->make_data(seed, false);
-    reference_outputs_as_inputs(*fwd_, d);
+    reference_outputs_as_inputs(*fwd_, d, timed_);
     Rng rng(detail::stream_seed(seed, 21));
     d.slots.push_back(detail::random_input("dout", p_.dtype, {batch_.T(), p_.Hq, p_.D}, rng, 1.0, false));
     push_gradients(d, p_.dtype, {{"dq", "q"}, {"dk_cache", "k_cache"}, {"dv_cache", "k_cache"}});
@@ -98,17 +110,21 @@ class PagedBackwardCase : public Case {
     a.dq = t("dq"), a.dk_cache = t("dk_cache"), a.dv_cache = t("dv_cache");
     return make_launch(dev, op(), a, &ops::dense_attention_backward);
   }
+  // Timed cases: the forward on the same inputs as the baseline. It writes its out / lse
+  // over the given ones (the device's own forward of the same inputs, as in training).
+  bool has_baseline() const override { return timed_; }
+  Launch bind_baseline(hal::Device& dev, const Bound& t) const override { return fwd_->bind(dev, t); }
 
  private:
   AttnParams p_;
   Batch batch_;
-  bool sparse_;
+  bool sparse_, timed_;
   std::unique_ptr<Case> fwd_;
 };
 
 class PatchBackwardCase : public Case {
  public:
-  explicit PatchBackwardCase(const VitParams& p) : p_(p), fwd_(patch_attention_3d_case(p)) {}
+  PatchBackwardCase(const VitParams& p, bool timed) : p_(p), timed_(timed), fwd_(patch_attention_3d_case(p)) {}
   hal::OpId op() const override { return hal::OpId::patch_attention_3d_backward; }
   std::string vars() const override { return fwd_->vars(); }
   double flops() const override { return kBackwardFlopRatio * fwd_->flops(); }
@@ -120,7 +136,7 @@ class PatchBackwardCase : public Case {
   }
   CaseData make_data(uint64_t seed, bool) const override {
     CaseData d = fwd_->make_data(seed, false);
-    reference_outputs_as_inputs(*fwd_, d);
+    reference_outputs_as_inputs(*fwd_, d, timed_);
     Rng rng(detail::stream_seed(seed, 21));
     d.slots.push_back(detail::random_input("dout", p_.dtype, slot_of(d, "q").shape, rng, 1.0, false));
     push_gradients(d, p_.dtype, {{"dq", "q"}, {"dk", "k"}, {"dv", "v"}});
@@ -136,16 +152,20 @@ class PatchBackwardCase : public Case {
     a.dq = t("dq"), a.dk = t("dk"), a.dv = t("dv");
     return make_launch(dev, op(), a, &ops::patch_attention_3d_backward);
   }
+  // Timed cases: the forward as the baseline (as PagedBackwardCase).
+  bool has_baseline() const override { return timed_; }
+  Launch bind_baseline(hal::Device& dev, const Bound& t) const override { return fwd_->bind(dev, t); }
 
  private:
   VitParams p_;
+  bool timed_;
   std::unique_ptr<Case> fwd_;
 };
 
 class IndexerKlCase : public Case {
  public:
-  IndexerKlCase(const AttnParams& p, ops::KlStage stage, bool with_dkl)
-      : p_(p), batch_(p.q_len, p.kv_len, p.Qb), stage_(stage), with_dkl_(with_dkl),
+  IndexerKlCase(const AttnParams& p, ops::KlStage stage, bool with_dkl, bool timed)
+      : p_(p), batch_(p.q_len, p.kv_len, p.Qb), stage_(stage), with_dkl_(with_dkl), timed_(timed),
         fwd_(sparse() ? sparse_attention_case(p) : dense_attention_case(p)) {}
   hal::OpId op() const override { return hal::OpId::indexer_kl; }
   std::string vars() const override {
@@ -172,8 +192,8 @@ class IndexerKlCase : public Case {
     detail::PagedInputs in = detail::paged_attention_inputs(p_, batch_, seed, false, sparse());
     CaseData& d = in.data;
     detail::push_out_lse(d, p_, batch_);
-    reference_outputs_as_inputs(*fwd_, d);
-    drop_slots(d, {"v_cache", "out"});
+    reference_outputs_as_inputs(*fwd_, d, timed_);
+    if (!timed_) drop_slots(d, {"v_cache", "out"});  // a timed case keeps them for its baseline
     Rng rng(detail::stream_seed(seed, 23));
     const int64_t T = batch_.T(), Hs = p_.Hs();
     d.slots.push_back(detail::random_input("qi", p_.dtype, {T, Hs, p_.Di}, rng, 2.0, false));
@@ -202,29 +222,40 @@ class IndexerKlCase : public Case {
     a.kl = t("kl"), a.dqi = t("dqi"), a.dki_cache = t("dki_cache");
     return make_launch(dev, op(), a, &ops::indexer_kl);
   }
+  // Timed cases: the main branch's forward of the stage (whose lse the target reads) as
+  // the baseline (as PagedBackwardCase).
+  bool has_baseline() const override { return timed_; }
+  Launch bind_baseline(hal::Device& dev, const Bound& t) const override { return fwd_->bind(dev, t); }
 
  private:
   bool sparse() const { return stage_ == ops::KlStage::sparse; }
   AttnParams p_;
   Batch batch_;
   ops::KlStage stage_;
-  bool with_dkl_;
+  bool with_dkl_, timed_;
   std::unique_ptr<Case> fwd_;
 };
 
 }  // namespace
 
+std::unique_ptr<Case> sparse_attention_backward_case(const AttnParams& p, bool timed) {
+  return std::make_unique<PagedBackwardCase>(p, true, timed);
+}
+std::unique_ptr<Case> dense_attention_backward_case(const AttnParams& p, bool timed) {
+  return std::make_unique<PagedBackwardCase>(p, false, timed);
+}
+std::unique_ptr<Case> patch_attention_3d_backward_case(const VitParams& p, bool timed) {
+  return std::make_unique<PatchBackwardCase>(p, timed);
+}
 std::unique_ptr<Case> sparse_attention_backward_case(const AttnParams& p) {
-  return std::make_unique<PagedBackwardCase>(p, true);
+  return sparse_attention_backward_case(p, false);
 }
-std::unique_ptr<Case> dense_attention_backward_case(const AttnParams& p) {
-  return std::make_unique<PagedBackwardCase>(p, false);
-}
+std::unique_ptr<Case> dense_attention_backward_case(const AttnParams& p) { return dense_attention_backward_case(p, false); }
 std::unique_ptr<Case> patch_attention_3d_backward_case(const VitParams& p) {
-  return std::make_unique<PatchBackwardCase>(p);
+  return patch_attention_3d_backward_case(p, false);
 }
-std::unique_ptr<Case> indexer_kl_case(const AttnParams& p, ops::KlStage stage, bool with_dkl) {
-  return std::make_unique<IndexerKlCase>(p, stage, with_dkl);
+std::unique_ptr<Case> indexer_kl_case(const AttnParams& p, ops::KlStage stage, bool with_dkl, bool timed) {
+  return std::make_unique<IndexerKlCase>(p, stage, with_dkl, timed);
 }
 
 }  // namespace msa::cases

@@ -56,6 +56,31 @@ TEST(Prepared, MsaLayerRunsWithBaseline) {
   EXPECT_EQ(sparse.bytes, dense.bytes) << c.vars();
 }
 
+// The training perf cases run with their forward as the baseline; the backward still reads
+// out / lse after the baseline rewrote them, and its gradients stay finite.
+TEST(Prepared, TrainingPerfCasesRunWithTheirForward) {
+  auto dev = hal::create_device("cpu-ref");
+  auto cases = make_cases("perf", "dense_attention_backward,sparse_block_attention_backward,"
+                                  "patch_attention_3d_backward,indexer_kl", 1.0 / 1024);
+  ASSERT_EQ(cases.size(), 5u);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c->name() + " " + c->vars());
+    ASSERT_TRUE(c->has_baseline());
+    auto p = c->prepare(*dev, 1);
+    ASSERT_EQ(p->unsupported(), "");
+    p->run();
+    p->run_baseline();
+    p->run();
+    const bool kl = c->name() == "indexer_kl";
+    const hal::HostTensor g = p->download(kl ? "dqi" : "dq"), lse = p->download("lse");
+    EXPECT_TRUE(all_finite(g));
+    EXPECT_TRUE(all_finite(lse));  // every row of these shapes attends some token
+    double energy = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) energy += std::fabs(g.get(static_cast<size_t>(i)));
+    EXPECT_GT(energy, 0.0);
+  }
+}
+
 TEST(DeviceIo, TiledInputsRepeatTheirTile) {
   auto dev = hal::create_device("cpu-ref");
   Slot s;
