@@ -10,6 +10,11 @@ by indexer_score + block_topk per KV head, sparse_block_attention, indexer_kl(st
 "sparse")). A second run with dense attention throughout is the baseline.
 
     PYTHONPATH=build/python python3 examples/train_msa.py --preset ci --out-dir out
+    PYTHONPATH=build/python python3 examples/train_msa.py --preset full --device cuda --out-dir out
+
+The full preset grows the sequence length from 128-256 tokens to 8K-32K (a curriculum,
+train_schedule.py) and gives the final range the steps that fit --time-budget by a cost
+model; a time guard ends a segment early when a run is slower than predicted.
 
 Per step it prints the task loss, the indexer's KL, its recall (the share of the dense
 attention mass inside the selected blocks, over tokens whose context exceeds k blocks,
