@@ -10,6 +10,11 @@ by indexer_score + block_topk per KV head, sparse_block_attention, indexer_kl(st
 "sparse")). A second run with dense attention throughout is the baseline.
 
     PYTHONPATH=build/python python3 examples/train_msa.py --preset ci --out-dir out
+    PYTHONPATH=build/python python3 examples/train_msa.py --preset full --device cuda --out-dir out
+
+The full preset grows the sequence length from 128-256 tokens to 8K-32K (a curriculum,
+train_schedule.py) and gives the final range the steps that fit --time-budget by a cost
+model; a time guard ends a segment early when a run is slower than predicted.
 
 Per step it prints the task loss, the indexer's KL, its recall (the share of the dense
 attention mass inside the selected blocks, over tokens whose context exceeds k blocks,
@@ -28,6 +33,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 import msa
+import train_schedule as schedule
 from msa_decoder import Decoder, ModelConfig, PackedBatch
 
 
@@ -72,12 +78,16 @@ PRESETS = {
                           head_dim=16, sparse_num_index_heads=4, sparse_index_dim=16, sparse_block_size=16,
                           sparse_topk_blocks=4, n_dense=1, n_msa=1),
                seq_len=128, min_frac=2 / 3, batch=4, steps=240, warmup_frac=0.6, lr=3e-3, eval_batches=4),
-    # GPU; sequences of 8K-32K tokens, M3's Bs and k
-    "full": dict(task=Task(n_keys=256, n_values=64, n_filler=512, n_pairs=64, n_queries=16),
-                 model=dict(hidden_size=256, intermediate_size=512, num_attention_heads=16, num_key_value_heads=4,
-                            head_dim=64, sparse_num_index_heads=4, sparse_index_dim=64, sparse_block_size=128,
-                            sparse_topk_blocks=16, n_dense=1, n_msa=3),
-                 seq_len=32768, min_frac=0.25, batch=2, steps=2000, warmup_frac=0.2, lr=1e-3, eval_batches=8),
+    # GPU; a length curriculum from 128-256 tokens (where ci learns) through 512-1K and 2K-4K
+    # to 8K-32K, where the sparse stage runs: Bs 64 and k 16 select 1K tokens, 1/8 to 1/32 of
+    # a sequence. The final range gets the steps that fit time_budget (train_schedule.py).
+    "full": dict(task=Task(n_keys=64, n_values=32, n_filler=128, n_pairs=32, n_queries=32),
+                 model=dict(hidden_size=128, intermediate_size=256, num_attention_heads=8, num_key_value_heads=4,
+                            head_dim=64, sparse_num_index_heads=4, sparse_index_dim=64, sparse_block_size=64,
+                            sparse_topk_blocks=16, n_dense=1, n_msa=2),
+                 seq_len=32768, min_frac=0.25, curriculum=dict(start=256, growth=4, steps=[150, 60, 40]),
+                 tokens_per_step=8192, final_steps=(20, 400), final_warmup_frac=0.4, lr=2e-3, eval_seqs=4,
+                 time_budget=210),
 }
 
 
@@ -109,9 +119,9 @@ def make_batch(task, gen, lengths, Bs, device, ops_device):
     return ids, at, want, PackedBatch(lengths, Bs, device, ops_device)
 
 
-def lengths_of(gen, p, n):
-    lo = max(int(p["seq_len"] * p["min_frac"]), 2 * p["task"].n_queries + p["task"].n_pairs + 1)
-    return [int(x) for x in torch.randint(lo, p["seq_len"] + 1, (n,), generator=gen)]
+def lengths_of(gen, p, n, lo, hi):
+    lo = max(lo, 2 * p["task"].n_queries + p["task"].n_pairs + 1)
+    return [int(x) for x in torch.randint(lo, hi + 1, (n,), generator=gen)]
 
 
 def measure(model, ids, at, want, batch, stage):
@@ -128,46 +138,77 @@ def measure(model, ids, at, want, batch, stage):
                 acc=float((pred.argmax(-1) == want).float().mean()))
 
 
-def train(name, p, steps, warmup, seed, device, ops_device):
-    """Trains one model: `warmup` dense steps, then sparse (warmup == steps: dense throughout)."""
+def train(name, p, segs, dense_run, seed, device, ops_device, guard_seconds=None, rates=None):
+    """Trains one model through the segments (sparse run: each segment's stage; dense run:
+    dense throughout). guard_seconds: the run's time budget, spread over the segments by
+    the cost model (schedule.Guard); the sparse stage always gets at least one step."""
     torch.manual_seed(seed)
     c = ModelConfig(vocab_size=p["task"].vocab_size, **p["model"])
     model = Decoder(c).to(device)
+    steps = sum(s.steps for s in segs)
     opt = torch.optim.AdamW(model.parameters(), lr=p["lr"], weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 10) * 0.5 *
                                               (1 + math.cos(math.pi * min(s, steps) / max(steps, 1))) + 0.05)
     gen = torch.Generator().manual_seed(seed)
-    curves = {k: [] for k in ("stage", "loss", "kl", "recall", "recall_query", "acc", "seconds")}
-    for step in range(steps):
-        stage = "dense" if step < warmup else "sparse"
-        t0 = time.time()
-        m = measure(model, *make_batch(p["task"], gen, lengths_of(gen, p, p["batch"]), c.sparse_block_size, device,
-                                       ops_device), stage)
-        opt.zero_grad(set_to_none=True)
-        (m["loss"] + m["kl"]).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        row = dict(stage=stage, loss=float(m["loss"]), kl=float(m["kl"]), recall=m["recall"],
-                   recall_query=m["recall_query"], acc=m["acc"], seconds=time.time() - t0)
-        for k, v in row.items():
-            curves[k].append(v)
-        print(f"[{name}] step {step + 1:4d}/{steps} {stage:6s} loss {row['loss']:.4f} kl {row['kl']:.4f} "
-              f"recall {row['recall']:.3f} (queries {row['recall_query']:.3f}) acc {row['acc']:.3f} "
-              f"{row['seconds']:.1f}s", flush=True)
-    return model, curves
+    curves = {k: [] for k in ("stage", "max_len", "loss", "kl", "recall", "recall_query", "acc", "seconds")}
+    stages = ["dense" if dense_run else s.stage for s in segs]
+    guard = schedule.Guard(schedule.run_seconds(c, segs, dense_run, rates) if rates else [], guard_seconds)
+    ran, step = [], 0
+    for i, (seg, stage) in enumerate(zip(segs, stages)):
+        done = 0
+        while done < seg.steps:
+            lengths = lengths_of(gen, p, seg.batch, seg.lo, seg.hi)
+            predicted = schedule.step_seconds(c, lengths, stage, rates) if rates else 0.0
+            if not guard.allows(i, predicted) and not (done == 0 and stage == "sparse"):
+                print(f"[{name}] time guard: segment {seg.lo}-{seg.hi} {stage} ends after {done} of {seg.steps} "
+                      f"steps (steps run {guard.ratio or 1.0:.2f}x the cost model)", flush=True)
+                break
+            t0 = time.time()
+            m = measure(model, *make_batch(p["task"], gen, lengths, c.sparse_block_size, device, ops_device), stage)
+            opt.zero_grad(set_to_none=True)
+            (m["loss"] + m["kl"]).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            row = dict(stage=stage, max_len=max(lengths), loss=float(m["loss"]), kl=float(m["kl"]),
+                       recall=m["recall"], recall_query=m["recall_query"], acc=m["acc"], seconds=time.time() - t0)
+            guard.measured(predicted, row["seconds"])
+            for k, v in row.items():
+                curves[k].append(v)
+            done, step = done + 1, step + 1
+            print(f"[{name}] step {step:4d}/{steps} {stage:6s} len {row['max_len']:5d} loss {row['loss']:.4f} "
+                  f"kl {row['kl']:.4f} recall {row['recall']:.3f} (queries {row['recall_query']:.3f}) "
+                  f"acc {row['acc']:.3f} {row['seconds']:.2f}s", flush=True)
+        ran.append(done)
+    return model, curves, ran
+
+
+def eval_lengths(p, gen):
+    """Held-out batches: the ci preset's eval_batches random batches, or eval_seqs single
+    sequences spread evenly over the final range (both ends included)."""
+    lo, hi = int(p["seq_len"] * p["min_frac"]), p["seq_len"]
+    if "eval_seqs" not in p:
+        for _ in range(p["eval_batches"]):
+            yield lengths_of(gen, p, p["batch"], lo, hi)
+        return
+    n = p["eval_seqs"]
+    for i in range(n):
+        yield [round(lo + (hi - lo) * i / max(n - 1, 1))]
 
 
 def evaluate(model, p, seed, device, ops_device, stage):
-    """Held-out accuracy (and loss, kl, recall) over p['eval_batches'] batches, the same for every model."""
+    """Held-out accuracy (and loss, kl, recall), the mean over eval_lengths' batches, the same
+    for every model; with each batch's longest length and accuracy."""
     gen = torch.Generator().manual_seed(seed + 1_000_003)
     rows = []
     with torch.no_grad():
-        for _ in range(p["eval_batches"]):
-            batch = make_batch(p["task"], gen, lengths_of(gen, p, p["batch"]), model.c.sparse_block_size, device,
-                               ops_device)
-            rows.append(measure(model, *batch, stage))
-    return {k: sum(float(r[k]) for r in rows) / len(rows) for k in ("loss", "kl", "recall", "recall_query", "acc")}
+        for lengths in eval_lengths(p, gen):
+            batch = make_batch(p["task"], gen, lengths, model.c.sparse_block_size, device, ops_device)
+            rows.append(dict(measure(model, *batch, stage), max_len=max(lengths)))
+    keys = ("loss", "kl", "recall", "recall_query", "acc")
+    r = {k: sum(float(r[k]) for r in rows) / len(rows) for k in keys}
+    r["per_batch"] = [dict(max_len=x["max_len"], acc=x["acc"], recall=x["recall"]) for x in rows]
+    return r
 
 
 def write_atomic(path, write):
@@ -191,19 +232,23 @@ def plot(path, runs, warmup):
     except ImportError:
         print("notice: matplotlib is not installed; no plot written")
         return None
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    fig, axes = plt.subplots(2, 3, figsize=(15, 7))
     panels = [("loss", "task loss (cross-entropy at the queries)"), ("kl", "indexer KL"),
-              ("recall", "indexer recall (dense mass in the selected blocks)"), ("acc", "training accuracy")]
+              ("recall", "indexer recall (dense mass in the selected blocks)"), ("acc", "training accuracy"),
+              ("max_len", "longest sequence of the step (tokens)")]
     for ax, (key, title) in zip(axes.flat, panels):
         for name, curves in runs.items():
             ax.plot(range(1, len(curves[key]) + 1), curves[key], label=name)
         if key == "recall":
             ax.plot(range(1, len(runs["sparse"]["recall_query"]) + 1), runs["sparse"]["recall_query"], ":",
                     label="sparse, at the queries")
+        if key == "max_len":
+            ax.set_yscale("log", base=2)
         ax.axvline(warmup + 0.5, color="grey", lw=0.8, ls="--")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.legend(fontsize=8)
+    axes.flat[-1].axis("off")
     fig.suptitle(f"MSA training (dense warm-up to step {warmup}, then sparse) vs dense throughout")
     fig.tight_layout()
     write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=110))
@@ -215,43 +260,85 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="ci")
-    ap.add_argument("--steps", type=int, help="total training steps (default: the preset's)")
-    ap.add_argument("--warmup-steps", type=int, help="dense warm-up steps (default: a share of --steps)")
-    ap.add_argument("--seq-len", type=int, help="longest sequence (default: the preset's)")
+    ap.add_argument("--steps", type=int, help="total training steps (default: the preset's; full: what fits "
+                                              "--time-budget)")
+    ap.add_argument("--warmup-steps", type=int, help="dense warm-up steps (default: a share of --steps; full: the "
+                                                     "growth steps and a share of the final range's)")
+    ap.add_argument("--seq-len", type=int, help="longest sequence (default: the preset's); full: the final range "
+                                                "is [seq-len * min_frac, seq-len]")
+    ap.add_argument("--topk-blocks", type=int, help="k, the blocks each token selects (default: the preset's)")
+    ap.add_argument("--tokens-per-step", type=int, help="full: tokens per step (default: the preset's)")
+    ap.add_argument("--time-budget", type=float, help="full: seconds for both runs and the evaluation, excluding "
+                                                      "start-up (default: the preset's); steps past it are skipped")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out-dir", default="train_msa_out")
     args = ap.parse_args(argv)
     p = dict(PRESETS[args.preset])
     if args.seq_len:
         p["seq_len"] = args.seq_len
-    steps = args.steps or p["steps"]
-    warmup = args.warmup_steps if args.warmup_steps is not None else int(steps * p["warmup_frac"])
-    if not 0 <= warmup <= steps or steps < 1:
-        ap.error("need steps >= 1 and 0 <= warmup-steps <= steps")
+    if args.topk_blocks:
+        p["model"] = dict(p["model"], sparse_topk_blocks=args.topk_blocks)
     device = torch.device(args.device)
     ops_device = training_ops_device(device)
+    c = ModelConfig(vocab_size=p["task"].vocab_size, **p["model"])
+    rates, budget_s, train_s = None, None, None
+    try:
+        if "curriculum" in p:
+            rates = schedule.RATES[ops_device.type]
+            budget_s = args.time_budget or p["time_budget"]
+            segs = schedule.curriculum(p, p["seq_len"], args.tokens_per_step or p["tokens_per_step"], args.steps,
+                                       args.warmup_steps)
+            eval_s = sum(schedule.step_seconds(c, n, "sparse", rates, train=False) * 2 +
+                         schedule.step_seconds(c, n, "dense", rates, train=False) for n in eval_lengths(p, None))
+            train_s = budget_s - max(10.0, 3 * eval_s)
+            if args.steps is None:
+                schedule.budget(c, segs, rates, train_s, p["final_steps"], p["final_warmup_frac"])
+        else:
+            steps = args.steps or p["steps"]
+            warmup = args.warmup_steps if args.warmup_steps is not None else int(steps * p["warmup_frac"])
+            if not 0 <= warmup <= steps or steps < 1:
+                raise ValueError("need steps >= 1 and 0 <= warmup-steps <= steps")
+            segs = schedule.single(int(p["seq_len"] * p["min_frac"]), p["seq_len"], p["batch"], steps, warmup)
+    except ValueError as e:
+        ap.error(str(e))
+    steps, warmup = sum(s.steps for s in segs), sum(s.steps for s in segs if s.stage == "dense")
     os.makedirs(args.out_dir, exist_ok=True)
+    if rates:
+        planned = [sum(schedule.run_seconds(c, segs, d, rates)) for d in (False, True)]
+        print(f"plan: {steps} steps, {warmup} dense warm-up; time budget {budget_s:.0f} s, {train_s:.0f} s of it "
+              f"for training; cost model ({ops_device.type}): msa attention {rates.attn_fwd / 1e12:g} TFLOP/s "
+              f"forward, {rates.attn_bwd / 1e12:g} backward, torch {rates.torch / 1e12:g}, {rates.per_step} s/step")
+        print("\n".join(schedule.describe(c, segs, rates)))
+        print(f"predicted: sparse run {planned[0]:.0f} s, dense run {planned[1]:.0f} s", flush=True)
 
     t0 = time.time()
-    sparse_model, sparse_curves = train("sparse", p, steps, warmup, args.seed, device, ops_device)
-    dense_model, dense_curves = train("dense", p, steps, steps, args.seed, device, ops_device)
+    share = None if train_s is None else train_s * planned[0] / sum(planned)
+    sparse_model, sparse_curves, sparse_ran = train("sparse", p, segs, False, args.seed, device, ops_device, share,
+                                                    rates)
+    left = None if train_s is None else train_s - (time.time() - t0)
+    dense_model, dense_curves, dense_ran = train("dense", p, segs, True, args.seed, device, ops_device, left, rates)
     final = {"sparse": evaluate(sparse_model, p, args.seed, device, ops_device, "sparse"),
              "dense": evaluate(dense_model, p, args.seed, device, ops_device, "dense"),
              "dense_model_sparse_inference": evaluate(dense_model, p, args.seed, device, ops_device, "sparse")}
     seconds = time.time() - t0
     chance = 1.0 / p["task"].n_values
     for name, r in final.items():
+        at = " ".join(f"{b['max_len']}:{b['acc']:.2f}" for b in r["per_batch"])
         print(f"final {name:30s} accuracy {r['acc']:.3f} (chance {chance:.3f}) loss {r['loss']:.4f} "
-              f"kl {r['kl']:.4f} recall {r['recall']:.3f} (queries {r['recall_query']:.3f})")
+              f"kl {r['kl']:.4f} recall {r['recall']:.3f} (queries {r['recall_query']:.3f}); by length {at}")
     print(f"sparse vs dense accuracy: {final['sparse']['acc']:.3f} vs {final['dense']['acc']:.3f}; {seconds:.0f}s")
 
     runs = {"sparse": sparse_curves, "dense": dense_curves}
+    real_warmup = sparse_curves["stage"].count("dense")
     report = dict(preset=args.preset, device=str(device), ops_device=str(ops_device), backends=msa.backends(),
                   steps=steps, warmup_steps=warmup, seed=args.seed, seq_len=p["seq_len"],
-                  task=asdict(p["task"]), model=p["model"], chance=chance, runs=runs, final=final, seconds=seconds)
+                  task=asdict(p["task"]), model=p["model"], chance=chance, runs=runs, final=final, seconds=seconds,
+                  schedule=[dict(asdict(s), sparse_run_steps=a, dense_run_steps=b)
+                            for s, a, b in zip(segs, sparse_ran, dense_ran)],
+                  time_budget=budget_s)
     json_path = os.path.join(args.out_dir, "train_msa.json")
     write_atomic(json_path, lambda f: f.write(json.dumps(report, indent=1).encode()))
-    png = plot(os.path.join(args.out_dir, "train_msa.png"), runs, warmup)
+    png = plot(os.path.join(args.out_dir, "train_msa.png"), runs, real_warmup)
     print(f"wrote {json_path}" + (f", {png}" if png else ""))
     return report
 
