@@ -302,7 +302,8 @@ def sdpa_backends(names):
         return [("math (no torch.nn.attention)", None)]
     table = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
              "math": "MATH"}
-    return [(n, (lambda b=getattr(SDPBackend, table[n]): sdpa_kernel(b))) for n in names if hasattr(SDPBackend, table[n])]
+    return [(n, (lambda b=getattr(SDPBackend, table[n]): sdpa_kernel(b)))
+            for n in names if hasattr(SDPBackend, table[n])]
 
 
 def dense_sdpa(p, ctx):
