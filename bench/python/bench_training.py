@@ -177,6 +177,18 @@ class Clock:
         wall = time.perf_counter() - t0
         return self.timers[sum(wall > x for x in self.limits)](fn)
 
+    def attempt(self, fn):
+        """{"ms": the median} or, where fn raised (no kernel, out of memory), {"ms": None,
+        "error": why}, so that one failing op does not end the run."""
+        try:
+            return {"ms": self(fn)}
+        except Exception as e:
+            why = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            print(f"  failed: {why}", flush=True)
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            return {"ms": None, "error": why}
+
 
 def add(rows, ceiling, **row):
     """Append a result row with its TFLOP/s and fraction of the matmul ceiling."""
@@ -198,16 +210,16 @@ def matmul_ceiling(device, clock, n):
 # ----------------------------------------------------------------------------- msa
 
 def msa_index(p, clock, backend):
-    """indexer_score and block_topk over the whole sequence: {op: ms}."""
+    """indexer_score and block_topk over the whole sequence: their Clock.attempt results."""
     c = p.cfg
     score = torch.empty((p.T, c["Hi"], p.nblk), dtype=torch.float32, device=p.device)
     idx = torch.empty((p.T, c["Hi"], c["k"]), dtype=torch.int32, device=p.device)
     cnt = torch.empty((p.T, c["Hi"]), dtype=torch.int32, device=p.device)
-    ms_score = clock(lambda: msa.indexer_score(p.qi, p.ki_cache, *p.paged(), Qb=1, block_score=score,
-                                               backend=backend))
-    ms_topk = clock(lambda: msa.block_topk(score, p.kv_len, p.cu_q, Qb=1, Bs=c["Bs"], k=c["k"], n_sink=1, n_local=1,
-                                           block_idx=idx, block_cnt=cnt, backend=backend))
-    return ms_score, ms_topk
+    score_r = clock.attempt(lambda: msa.indexer_score(p.qi, p.ki_cache, *p.paged(), Qb=1, block_score=score,
+                                                      backend=backend))
+    topk_r = clock.attempt(lambda: msa.block_topk(score, p.kv_len, p.cu_q, Qb=1, Bs=c["Bs"], k=c["k"], n_sink=1,
+                                                  n_local=1, block_idx=idx, block_cnt=cnt, backend=backend))
+    return score_r, topk_r
 
 
 class MsaTraining:
@@ -380,9 +392,10 @@ def run_context(args, cfg, L, device, clock, rows, ceiling, backend):
         return
     p = Problem(cfg, L, device)
     c = cfg
-    ms_score, ms_topk = msa_index(p, clock, backend)
-    add(rows, ceiling, **dict(base, op="msa_score", ms=ms_score, flops=2.0 * c["Hi"] * c["Di"] * causal_keys(L)))
-    add(rows, ceiling, **dict(base, op="msa_topk", ms=ms_topk))
+    score_flops = 2.0 * c["Hi"] * c["Di"] * causal_keys(L)
+    score_r, topk_r = msa_index(p, clock, backend)
+    add(rows, ceiling, **dict(base, op="msa_score", flops=score_flops, **score_r))
+    add(rows, ceiling, **dict(base, op="msa_topk", **topk_r))
     time_dense(p, args, clock, rows, ceiling, base)
     for kind in args.selections.split(","):
         idx = selections(kind, cfg, L, device, seed=1)
@@ -390,17 +403,21 @@ def run_context(args, cfg, L, device, clock, rows, ceiling, backend):
         keys = attended_keys(idx, c["Bs"])
         fwd_flops = 4.0 * (c["Hq"] // c["Hkv"]) * c["D"] * keys
         kl_flops = 2.0 * (c["Hq"] // c["Hkv"]) * c["D"] * keys + 6.0 * c["Di"] * keys
-        print(f"  {kind}: mean keys per query {keys / (L * c['Hkv']):.0f}, adjacent-token overlap "
-              f"{adjacent_overlap(idx):.2f}", flush=True)
+        overlap = adjacent_overlap(idx)
+        print(f"  {kind}: mean keys per query {keys / (L * c['Hkv']):.0f}, adjacent-token overlap {overlap:.2f}",
+              flush=True)
         m = MsaTraining(p, idx, backend)
-        r_fwd = add(rows, ceiling, **dict(sel, op="msa_fwd", ms=clock(m.fwd), flops=fwd_flops,
-                                          mean_keys=keys / (L * c["Hkv"]), adjacent_overlap=adjacent_overlap(idx)))
-        r_bwd = add(rows, ceiling, **dict(sel, op="msa_bwd", ms=clock(m.bwd), flops=2.5 * fwd_flops))
-        r_kl = add(rows, ceiling, **dict(sel, op="msa_kl", ms=clock(m.kl_step), flops=kl_flops))
-        layer = ms_score + ms_topk + r_fwd["ms"] + r_bwd["ms"] + r_kl["ms"]
-        layer_flops = 2.0 * c["Hi"] * c["Di"] * causal_keys(L) + 3.5 * fwd_flops + kl_flops
-        add(rows, ceiling, **dict(sel, op="msa_layer", ms=layer, flops=layer_flops))
-        time_native(p, idx, m, args, clock, rows, ceiling, sel, fwd_flops)
+        parts = [score_r, topk_r,
+                 add(rows, ceiling, **dict(sel, op="msa_fwd", flops=fwd_flops, mean_keys=keys / (L * c["Hkv"]),
+                                           adjacent_overlap=overlap, **clock.attempt(m.fwd))),
+                 add(rows, ceiling, **dict(sel, op="msa_bwd", flops=2.5 * fwd_flops, **clock.attempt(m.bwd))),
+                 add(rows, ceiling, **dict(sel, op="msa_kl", flops=kl_flops, **clock.attempt(m.kl_step)))]
+        ok = all(r["ms"] is not None for r in parts)
+        add(rows, ceiling, **dict(sel, op="msa_layer", ms=sum(r["ms"] for r in parts) if ok else None,
+                                  flops=score_flops + 3.5 * fwd_flops + kl_flops,
+                                  **({} if ok else {"error": "a part failed"})))
+        if parts[3]["ms"] is not None:  # m holds the backward to compare with
+            time_native(p, idx, m, args, clock, rows, ceiling, sel, fwd_flops)
         del m, idx
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -414,7 +431,9 @@ def time_native(p, idx, m, args, clock, rows, ceiling, sel, fwd_flops):
         add(rows, ceiling, **dict(sel, op="torch_sparse_fwd_bwd", ms=None, error=msg))
         return
     run, last = torch_sparse(p, idx, args.native_chunk)
-    r = add(rows, ceiling, **dict(sel, op="torch_sparse_fwd_bwd", ms=clock(run), flops=3.5 * fwd_flops))
+    r = add(rows, ceiling, **dict(sel, op="torch_sparse_fwd_bwd", flops=3.5 * fwd_flops, **clock.attempt(run)))
+    if r["ms"] is None:
+        return
     out, dq, dk, dv = last()  # against m's buffers, still holding its last fwd and bwd
     r.update(nmse_out=nmse(m.out, out), nmse_dq=nmse(m.dq, dq), nmse_dk=nmse(m.dk, dk), nmse_dv=nmse(m.dv, dv))
     print(f"  msa vs torch sparse: nmse out {r['nmse_out']:.2e}, dq {r['nmse_dq']:.2e}, dk {r['nmse_dk']:.2e}, "
