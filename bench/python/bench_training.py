@@ -93,7 +93,7 @@ def selections(kind, cfg, T, device, seed, chunk=8192):
     token sees at most k; else block 0, the local block and k-2 others, by random scores
     (`random`: independent per token; `correlated`: interpolated between anchors every
     DRIFT tokens, each anchor an AR(1) step from the last, so the set drifts slowly)."""
-    c, Bs, k = cfg, cfg["Bs"], cfg["k"]
+    Bs, k = cfg["Bs"], cfg["k"]
     nblk, H = T // Bs, cfg["Hkv"]
     g = torch.Generator().manual_seed(seed)
     anchors = None
