@@ -6,7 +6,8 @@
 # phases (default "build test example overhead layer"); LAYER_CASES=name,name limits the
 # layer benchmark's cases (bench_layer.py --cases), e.g. the decode ones in one call and
 # the prefill ones in the next, each call staying under the 10-minute limit; LAYER_TAG
-# (default layer) names that call's layer JSON, PNG and log.
+# (default layer) names that call's layer JSON, PNG and log. Phase `training` (not in the
+# default) runs bench_training.py; TRAIN_ARGS adds its options (e.g. --contexts 32768).
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -58,5 +59,12 @@ if has layer; then
     --timeout 240 --json "$OUT/$T.json" --png "$OUT/$T.png" > "$OUT/$T.log" 2>&1
   say "layer rc=$?"
   tail -15 "$OUT/$T.log" | tee -a "$LOG"
+fi
+if has training; then
+  say "bench_training.py ${TRAIN_ARGS:-} -> training.*"
+  timeout 540 python3 bench/python/bench_training.py ${TRAIN_ARGS:-} --json "$OUT/training.json" \
+    --png "$OUT/training.png" > "$OUT/training.log" 2>&1
+  say "training rc=$?"
+  tail -40 "$OUT/training.log" | tee -a "$LOG"
 fi
 say "done"
