@@ -71,6 +71,11 @@ void push_index_slots(CaseData& d, const Batch& batch, const Pages& pages) {
   d.slots.push_back(Slot::input("cu_q", batch.cu_q_tensor()));
 }
 
+void push_out_lse(CaseData& d, const AttnParams& p, const Batch& batch) {
+  d.slots.push_back(Slot::output("out", p.dtype, {batch.T(), p.Hq, p.D}, Compare::out(p.dtype)));
+  d.slots.push_back(Slot::output("lse", hal::DType::f32, {batch.T(), p.Hq}, Compare::lse(p.dtype)));
+}
+
 Slot ki_scale_input(const Batch& batch, const Pages& pages, Rng& rng, bool perf) {
   hal::HostTensor t(hal::DType::f32, {pages.P, pages.Bs});
   float* s = t.data<float>();
@@ -194,6 +199,26 @@ hal::HostTensor selections(const AttnParams& p, const Batch& batch, uint64_t see
   return idx;
 }
 
+}  // namespace
+
+namespace detail {
+
+PagedInputs paged_attention_inputs(const AttnParams& p, const Batch& batch, uint64_t seed, bool perf, bool sparse) {
+  Rng rng(seed);
+  PagedInputs in{{}, make_pages(batch, p.Bs, rng, p.shuffle)};
+  CaseData& d = in.data;
+  d.slots.push_back(random_input("q", p.dtype, {batch.T(), p.Hq, p.D}, rng, 2.0, perf));
+  d.slots.push_back(cache_input("k_cache", batch, in.pages, p.Hkv, p.D, p.dtype, rng, 1.0, perf));
+  d.slots.push_back(cache_input("v_cache", batch, in.pages, p.Hkv, p.D, p.dtype, rng, 1.0, perf));
+  push_index_slots(d, batch, in.pages);
+  if (sparse) d.slots.push_back(Slot::input("block_idx", selections(p, batch, seed)));
+  return in;
+}
+
+}  // namespace detail
+
+namespace {
+
 class SparseCase : public Case {
  public:
   explicit SparseCase(const AttnParams& p) : p_(p), batch_(p.q_len, p.kv_len, p.Qb) {}
@@ -224,18 +249,10 @@ class SparseCase : public Case {
     return {{"distinct_blocks_per_64", distinct_blocks_per_64(batch_, selections(p_, batch_, seed()))}};
   }
   CaseData make_data(uint64_t seed, bool perf) const override {
-    Rng rng(seed);
-    const Pages pages = make_pages(batch_, p_.Bs, rng, p_.shuffle);
-    CaseData d;
-    d.slots.push_back(detail::random_input("q", p_.dtype, {batch_.T(), p_.Hq, p_.D}, rng, 2.0, perf));
-    d.slots.push_back(detail::cache_input("k_cache", batch_, pages, p_.Hkv, p_.D, p_.dtype, rng, 1.0, perf));
-    d.slots.push_back(detail::cache_input("v_cache", batch_, pages, p_.Hkv, p_.D, p_.dtype, rng, 1.0, perf));
-    detail::push_index_slots(d, batch_, pages);
-    d.slots.push_back(Slot::input("block_idx", selections(p_, batch_, seed)));
-    d.slots.push_back(Slot::output("out", p_.dtype, {batch_.T(), p_.Hq, p_.D}, Compare::out(p_.dtype)));
-    d.slots.push_back(Slot::output("lse", hal::DType::f32, {batch_.T(), p_.Hq}, Compare::lse(p_.dtype)));
-    apply_poison(d, p_.poison, pages);
-    return d;
+    detail::PagedInputs in = detail::paged_attention_inputs(p_, batch_, seed, perf, true);
+    detail::push_out_lse(in.data, p_, batch_);
+    apply_poison(in.data, p_.poison, in.pages);
+    return std::move(in.data);
   }
   Launch bind(hal::Device& dev, const Bound& t) const override {
     return make_launch(dev, op(), sparse_args(p_, batch_, t), &ops::sparse_block_attention);
@@ -266,17 +283,10 @@ class DenseCase : public Case {
     return detail::valid_token_bytes(batch_, 2.0 * p_.Hkv * p_.D * es) + 2.0 * T * p_.Hq * p_.D * es + T * p_.Hq * 4.0;
   }
   CaseData make_data(uint64_t seed, bool perf) const override {
-    Rng rng(seed);
-    const Pages pages = make_pages(batch_, p_.Bs, rng, p_.shuffle);
-    CaseData d;
-    d.slots.push_back(detail::random_input("q", p_.dtype, {batch_.T(), p_.Hq, p_.D}, rng, 2.0, perf));
-    d.slots.push_back(detail::cache_input("k_cache", batch_, pages, p_.Hkv, p_.D, p_.dtype, rng, 1.0, perf));
-    d.slots.push_back(detail::cache_input("v_cache", batch_, pages, p_.Hkv, p_.D, p_.dtype, rng, 1.0, perf));
-    detail::push_index_slots(d, batch_, pages);
-    d.slots.push_back(Slot::output("out", p_.dtype, {batch_.T(), p_.Hq, p_.D}, Compare::out(p_.dtype)));
-    d.slots.push_back(Slot::output("lse", hal::DType::f32, {batch_.T(), p_.Hq}, Compare::lse(p_.dtype)));
-    apply_poison(d, p_.poison, pages);
-    return d;
+    detail::PagedInputs in = detail::paged_attention_inputs(p_, batch_, seed, perf, false);
+    detail::push_out_lse(in.data, p_, batch_);
+    apply_poison(in.data, p_.poison, in.pages);
+    return std::move(in.data);
   }
   Launch bind(hal::Device& dev, const Bound& t) const override {
     return make_launch(dev, op(), dense_args(p_, t), &ops::dense_attention);

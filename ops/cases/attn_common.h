@@ -29,6 +29,19 @@ Slot cache_input(std::string name, const Batch& batch, const Pages& pages, int h
 // Appends the block_table, kv_len and cu_q slots.
 void push_index_slots(CaseData& d, const Batch& batch, const Pages& pages);
 
+// Appends the attention outputs `out` [T][Hq][D] (p.dtype) and `lse` [T][Hq] f32 with the
+// contract's bounds.
+void push_out_lse(CaseData& d, const AttnParams& p, const Batch& batch);
+
+// The inputs of an attention case over paged caches for `seed`: q, k_cache, v_cache,
+// block_table, kv_len, cu_q and, with `sparse`, block_idx (p's selections: -1 padding,
+// p.oob_idx, p.empty_sel), with the pages they use.
+struct PagedInputs {
+  CaseData data;
+  Pages pages;
+};
+PagedInputs paged_attention_inputs(const AttnParams& p, const Batch& batch, uint64_t seed, bool perf, bool sparse);
+
 // The fp8 per-token key scale [P][Bs] in [0.5, 2) (NaN in slack slots in check mode).
 Slot ki_scale_input(const Batch& batch, const Pages& pages, Rng& rng, bool perf);
 

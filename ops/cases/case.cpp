@@ -13,6 +13,12 @@ Compare Compare::out(hal::DType t) {
   return t == hal::DType::f32 ? Compare{Metric::nmse, 1e-10, 1e-8} : Compare{Metric::nmse, 5e-5, 2e-4};
 }
 
+Compare Compare::grad(hal::DType t) {
+  Compare c = t == hal::DType::f32 ? Compare{Metric::nmse, 1e-10, 1e-8} : Compare{Metric::nmse, 1e-4, 5e-3};
+  c.row_floor = 1.0;
+  return c;
+}
+
 Compare Compare::lse(hal::DType t) {
   return {Metric::lse, t == hal::DType::f32 ? 1e-5 : 1e-3, 0};
 }
@@ -114,6 +120,12 @@ RunOutcome run_on(const Case& c, hal::Device& dev, const CaseData& data, bool as
 }
 
 }  // namespace
+
+std::vector<hal::HostTensor> run_outputs(const Case& c, hal::Device& dev, const CaseData& data) {
+  RunOutcome r = run_on(c, dev, data, false);
+  if (!r.error.empty()) throw Error("cases: " + c.name() + " on " + dev.name() + ": " + r.error);
+  return std::move(r.out);
+}
 
 CheckResult Case::check(hal::Device& dev, hal::Device& ref) const {
   CheckResult res;

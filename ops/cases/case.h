@@ -22,6 +22,7 @@ namespace msa::cases {
 enum class Metric {
   none,   // not compared (an intermediate of a chained case)
   nmse,   // global NMSE <= tol_global and every row (last dim) NMSE <= tol_row; NaN fails
+          // (with row_floor > 0: see Compare::row_floor)
   lse,    // -inf exactly where the reference has -inf, else |x-ref| <= tol * max(1,|ref|)
   exact,  // bitwise identical
 };
@@ -34,9 +35,18 @@ struct Compare {
   // inputs in attended slots (docs/spec.md, "Non-finite inputs"). Otherwise a NaN
   // reference element must be kept bit for bit (nmse) and a NaN never passes (lse).
   bool nan_rows = false;
+  // nmse (gradients): a row's squared error is divided by max(its reference energy,
+  // row_floor * the mean energy of the rows with nonzero reference), so a row far smaller
+  // than the tensor's typical row is not failed on cancellation noise; and a row whose
+  // reference is all zeros (a slot no query attended, an empty selection) must be exactly
+  // zero. 0 = the plain per-row NMSE.
+  double row_floor = 0;
 
   // The contract's bounds for an attention `out` of dtype t (1e-10/1e-8 f32, 5e-5/2e-4).
   static Compare out(hal::DType t);
+  // The training contract's bounds for a gradient of inputs of dtype t (docs/training.md:
+  // 1e-10/1e-8 f32, 1e-4/5e-3 bf16 and f16), with row_floor 1.
+  static Compare grad(hal::DType t);
   // The contract's bounds for `lse` / `block_score` with inputs of dtype t.
   static Compare lse(hal::DType t);
   static Compare exact() { return {Metric::exact, 0, 0}; }
@@ -170,6 +180,12 @@ class PreparedCase {
   // Downloads a tensor of the input set last run (waits for the stream).
   virtual hal::HostTensor download(std::string_view slot) = 0;
 };
+
+// Runs `c` on `dev` over `data` (without asking supports()) and returns each slot's
+// contents after the run (empty for inputs and absent slots); throws msa::Error when the
+// run fails (an exception, a guard or an input overwritten). The training cases use it to
+// compute the forward's outputs on cpu-ref.
+std::vector<hal::HostTensor> run_outputs(const Case& c, hal::Device& dev, const CaseData& data);
 
 using CaseList = std::vector<std::unique_ptr<Case>>;
 

@@ -1,6 +1,7 @@
 // The case sets: quick, full, perf. Seeds come from each case's name and vars, so a
 // case keeps its inputs whatever the filter or the set around it.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -9,11 +10,13 @@
 #include "ops/cases/case.h"
 #include "ops/cases/rng.h"
 #include "ops/cases/support_cases.h"
+#include "ops/cases/training_cases.h"
 
 namespace msa::cases {
 namespace {
 
 using hal::DType;
+using ops::KlStage;
 using ops::Pool;
 using ops::SelectionMode;
 
@@ -87,6 +90,42 @@ void add_nonfinite(CaseList& c) {
   i.poison = Poison::nan_index_key;
   i.pool = Pool::lse;
   c.push_back(indexer_score_case(i));
+}
+
+// A few small cases per training op: both selection modes, Qb 1 and > 1, empty
+// selections and entries past the sequence, both indexer_kl stages.
+void add_quick_training(CaseList& c) {
+  {
+    AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
+    p.empty_sel = true;
+    c.push_back(sparse_attention_backward_case(p));
+    p = attn(kPrefix, 4, 2, 64, 64, 1, 2, kF32);
+    p.oob_idx = true;
+    c.push_back(sparse_attention_backward_case(p));
+    c.push_back(sparse_attention_backward_case(attn({{70}, {200}}, 4, 1, 80, 64, 64, 3, kF16, SelectionMode::shared)));
+  }
+  c.push_back(dense_attention_backward_case(attn(kMixed, 4, 2, 64, 64, 1, 0, kBF16)));
+  c.push_back(dense_attention_backward_case(attn(kPrefix, 4, 2, 64, 64, 1, 0, kF32)));
+  {
+    VitParams v;
+    v.items = {{1, 2, 2}, {5, 2, 3}};
+    c.push_back(patch_attention_3d_backward_case(v));
+    v.dtype = kF32;
+    v.D = 64;
+    c.push_back(patch_attention_3d_backward_case(v));
+  }
+  {
+    AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
+    p.empty_sel = true;
+    c.push_back(indexer_kl_case(p, KlStage::sparse, false));
+    p = attn(kPrefix, 4, 2, 64, 64, 64, 2, kF32, SelectionMode::shared);
+    p.ki_dtype = kF32;
+    c.push_back(indexer_kl_case(p, KlStage::sparse, true));
+    p = attn(kMixed, 4, 2, 64, 64, 1, 0, kF32);
+    p.ki_dtype = kF32;
+    c.push_back(indexer_kl_case(p, KlStage::dense, false));
+    c.push_back(indexer_kl_case(attn(kPrefix, 4, 2, 64, 64, 1, 0, kBF16, SelectionMode::shared), KlStage::dense, true));
+  }
 }
 
 void add_quick(CaseList& c) {
@@ -166,44 +205,72 @@ void add_quick(CaseList& c) {
   c.push_back(scatter_visual_case(rows(20, 16, kF32)));
   c.push_back(argmax_case(rows(5, 100, kF32, true)));
   add_nonfinite(c);
+  add_quick_training(c);
 }
 
-void add_full_attention(CaseList& c) {
-  // Sparse: G in {1, 2, 4, 8, 16}.
-  const int groups[][2] = {{2, 2}, {4, 2}, {8, 2}, {8, 1}, {16, 1}};
-  for (const auto& g : groups) c.push_back(sparse_attention_case(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 2, kBF16)));
+using AttnMaker = std::unique_ptr<Case> (*)(const AttnParams&);
+
+// G in {1, 2, 4, 8, 16} as {Hq, Hkv}.
+constexpr int kGroups[][2] = {{2, 2}, {4, 2}, {8, 2}, {8, 1}, {16, 1}};
+
+// The functional variations of sparse attention, made by `make` (the forward or its
+// backward): G, D x dtype on a cached prefix, Bs, Qb, mode, k >= blocks, batch shapes,
+// empty selections, entries past the sequence, ordered pages with a scale, drifting selections.
+void add_sparse_variations(CaseList& c, AttnMaker make) {
+  for (const auto& g : kGroups) c.push_back(make(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 2, kBF16)));
   // D x dtype on a cached prefix.
   for (int D : {64, 80, 128})
-    for (DType t : kActs) c.push_back(sparse_attention_case(attn(kPrefix, 4, 2, D, 64, 1, 2, t)));
+    for (DType t : kActs) c.push_back(make(attn(kPrefix, 4, 2, D, 64, 1, 2, t)));
   // Bs, Qb, mode, k >= blocks, batch shapes.
   for (SelectionMode m : {SelectionMode::per_kv_head, SelectionMode::shared}) {
-    c.push_back(sparse_attention_case(attn({{40}, {400}}, 4, 2, 64, 128, 1, 2, kBF16, m)));
-    c.push_back(sparse_attention_case(attn({{100}, {300}}, 4, 2, 64, 64, 64, 3, kF32, m)));
-    c.push_back(sparse_attention_case(attn({{100}, {450}}, 4, 2, 64, 128, 64, 2, kBF16, m)));
-    c.push_back(sparse_attention_case(attn({{150}, {300}}, 4, 2, 64, 64, 128, 3, kF16, m)));
-    c.push_back(sparse_attention_case(attn(kDecodeVarlen, 8, 2, 64, 64, 1, 8, kBF16, m)));  // k >= blocks
-    c.push_back(sparse_attention_case(attn(kMixed, 4, 2, 64, 64, 1, 2, kF32, m)));
-    c.push_back(sparse_attention_case(attn(kMixed, 4, 2, 64, 64, 64, 2, kBF16, m)));
+    c.push_back(make(attn({{40}, {400}}, 4, 2, 64, 128, 1, 2, kBF16, m)));
+    c.push_back(make(attn({{100}, {300}}, 4, 2, 64, 64, 64, 3, kF32, m)));
+    c.push_back(make(attn({{100}, {450}}, 4, 2, 64, 128, 64, 2, kBF16, m)));
+    c.push_back(make(attn({{150}, {300}}, 4, 2, 64, 64, 128, 3, kF16, m)));
+    c.push_back(make(attn(kDecodeVarlen, 8, 2, 64, 64, 1, 8, kBF16, m)));  // k >= blocks
+    c.push_back(make(attn(kMixed, 4, 2, 64, 64, 1, 2, kF32, m)));
+    c.push_back(make(attn(kMixed, 4, 2, 64, 64, 64, 2, kBF16, m)));
   }
   for (const Lens& l : {kEmpty, kShort, kDecode, kEmptySeq})
-    c.push_back(sparse_attention_case(attn(l, 4, 2, 64, 64, 1, 2, kBF16)));
+    c.push_back(make(attn(l, 4, 2, 64, 64, 1, 2, kBF16)));
   for (int Qb : {1, 128}) {
     AttnParams p = attn({{150}, {300}}, 4, 2, 64, 64, Qb, 3, kF32);
     p.empty_sel = true;
-    c.push_back(sparse_attention_case(p));
+    c.push_back(make(p));
   }
   {
     AttnParams p = attn(kMixed, 4, 2, 64, 64, 1, 2, kBF16);
     p.oob_idx = true;
-    c.push_back(sparse_attention_case(p));
+    c.push_back(make(p));
     p = attn(kPrefix, 4, 2, 64, 64, 1, 2, kF32);
     p.shuffle = false;
     p.scale = 0.3f;
-    c.push_back(sparse_attention_case(p));
+    c.push_back(make(p));
     p = attn({{100}, {600}}, 4, 2, 64, 64, 1, 3, kBF16);
     p.correlated = true;
-    c.push_back(sparse_attention_case(p));
+    c.push_back(make(p));
   }
+}
+
+// The functional variations of dense attention, made by `make` (the forward or its
+// backward): G, D x dtype on a cached prefix, batch shapes, Bs, ordered pages with a scale.
+void add_dense_variations(CaseList& c, AttnMaker make) {
+  for (const auto& g : kGroups) c.push_back(make(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 0, kF32)));
+  for (int D : {64, 80, 128})
+    for (DType t : kActs) c.push_back(make(attn(kPrefix, 4, 2, D, 64, 1, 0, t)));
+  for (const Lens& l : {kEmpty, kShort, kDecode, kMixed, kEmptySeq})
+    c.push_back(make(attn(l, 4, 2, 64, 64, 1, 0, kBF16)));
+  c.push_back(make(attn({{40}, {400}}, 4, 2, 64, 128, 1, 0, kBF16)));
+  {
+    AttnParams p = attn(kPrefix, 4, 2, 64, 64, 1, 0, kF16);
+    p.shuffle = false;
+    p.scale = 0.3f;
+    c.push_back(make(p));
+  }
+}
+
+void add_full_attention(CaseList& c) {
+  add_sparse_variations(c, sparse_attention_case);
   // The reference configuration (M3) at small contexts, and longer chunks (GPU backends
   // split the KV range or tile queries only past some size).
   {
@@ -293,19 +360,7 @@ void add_full_attention(CaseList& c) {
     c.push_back(sparse_attention_case(attn({{600}, {900}}, 8, 1, 64, 64, 64, 3, kF16)));
     c.push_back(sparse_attention_case(attn({{560}, {700}}, 8, 2, 64, 64, 1, 3, kBF16, SelectionMode::shared)));
   }
-  // Dense.
-  for (const auto& g : groups) c.push_back(dense_attention_case(attn(kDecodeVarlen, g[0], g[1], 64, 64, 1, 0, kF32)));
-  for (int D : {64, 80, 128})
-    for (DType t : kActs) c.push_back(dense_attention_case(attn(kPrefix, 4, 2, D, 64, 1, 0, t)));
-  for (const Lens& l : {kEmpty, kShort, kDecode, kMixed, kEmptySeq})
-    c.push_back(dense_attention_case(attn(l, 4, 2, 64, 64, 1, 0, kBF16)));
-  c.push_back(dense_attention_case(attn({{40}, {400}}, 4, 2, 64, 128, 1, 0, kBF16)));
-  {
-    AttnParams p = attn(kPrefix, 4, 2, 64, 64, 1, 0, kF16);
-    p.shuffle = false;
-    p.scale = 0.3f;
-    c.push_back(dense_attention_case(p));
-  }
+  add_dense_variations(c, dense_attention_case);
 }
 
 void add_full_selection(CaseList& c) {
@@ -493,30 +548,44 @@ void add_full_selection(CaseList& c) {
   }
 }
 
-void add_full_other(CaseList& c) {
-  // ViT: items of 1 to 9 temporal patches, D x dtype, window 4 (and 3).
+// ViT items of 1 to 9 temporal patches.
+const std::vector<std::array<int32_t, 3>> kVitItems = {{1, 2, 2}, {2, 1, 3}, {3, 2, 2}, {4, 2, 1}, {5, 2, 2},
+                                                       {6, 1, 2}, {7, 2, 2}, {8, 1, 1}, {9, 2, 2}};
+
+// The functional variations of patch attention, made by `make` (the forward or its
+// backward): kVitItems at D x dtype with window 4, window 3 with a scale, and windows of
+// several 128-token chunks with a partial last key tile (a 576-token video window, a
+// 130-token image).
+void add_patch_variations(CaseList& c, std::unique_ptr<Case> (*make)(const VitParams&)) {
   VitParams v;
-  v.items = {{1, 2, 2}, {2, 1, 3}, {3, 2, 2}, {4, 2, 1}, {5, 2, 2}, {6, 1, 2}, {7, 2, 2}, {8, 1, 1}, {9, 2, 2}};
+  v.items = kVitItems;
   for (int D : {64, 80, 128})
     for (DType t : kActs) {
       v.D = D;
       v.dtype = t;
-      c.push_back(patch_attention_3d_case(v));
-      v.in_place = t == kBF16;
-      c.push_back(rope_3d_case(v));
-      v.in_place = false;
+      c.push_back(make(v));
     }
   v.D = 80;
   v.window = 3;
   v.scale = 0.2f;
-  c.push_back(patch_attention_3d_case(v));
-  {
-    // Windows of several 128-token chunks with a partial last key tile (576-token video
-    // window, a 130-token image).
-    VitParams w;
-    w.items = {{4, 12, 12}, {1, 10, 13}};
-    c.push_back(patch_attention_3d_case(w));
-  }
+  c.push_back(make(v));
+  VitParams w;
+  w.items = {{4, 12, 12}, {1, 10, 13}};
+  c.push_back(make(w));
+}
+
+void add_full_other(CaseList& c) {
+  add_patch_variations(c, patch_attention_3d_case);
+  // rope_3d over the same items, D x dtype (bf16 in place).
+  VitParams v;
+  v.items = kVitItems;
+  for (int D : {64, 80, 128})
+    for (DType t : kActs) {
+      v.D = D;
+      v.dtype = t;
+      v.in_place = t == kBF16;
+      c.push_back(rope_3d_case(v));
+    }
   // kv_append: dtypes x indexer-key variants, batches.
   for (DType t : kActs) {
     AttnParams p = attn(kMixed, 4, 2, 64, 64, 1, 0, t);
@@ -576,6 +645,75 @@ void add_full_other(CaseList& c) {
     c.push_back(scatter_visual_case(rows(40, 24, t)));
     c.push_back(argmax_case(rows(7, 100, t, true)));
     c.push_back(argmax_case(rows(3, 1000, t, false)));
+  }
+}
+
+// The training ops over the forward ops' shapes and dtypes, plus training-sized prefill
+// (T up to 4K from an empty cache: kv_len == q_len).
+void add_full_training(CaseList& c) {
+  // sparse_block_attention_backward: the forward's variations, entries past the sequence
+  // with query blocks spanning blocks, the reference head configuration (G = 16,
+  // D = Bs = 128) in decode and in a chunk.
+  add_sparse_variations(c, sparse_attention_backward_case);
+  {
+    AttnParams p = attn({{150}, {300}}, 4, 2, 64, 64, 128, 3, kF32);
+    p.oob_idx = true;
+    c.push_back(sparse_attention_backward_case(p));
+    c.push_back(sparse_attention_backward_case(attn({{1, 1}, {2500, 1900}}, 64, 4, 128, 128, 1, 16, kBF16)));
+    c.push_back(sparse_attention_backward_case(attn({{256}, {1024}}, 16, 1, 128, 128, 64, 4, kBF16)));
+  }
+  // dense_attention_backward: the forward's variations, a varlen prefill at G = 16 with one
+  // sequence from empty.
+  add_dense_variations(c, dense_attention_backward_case);
+  c.push_back(dense_attention_backward_case(attn({{260, 300}, {260, 700}}, 16, 1, 64, 64, 1, 0, kBF16)));
+  add_patch_variations(c, patch_attention_3d_backward_case);
+  // indexer_kl: stage x mode x Qb, query and key dtypes, dkl given or all ones, Di, Bs,
+  // batches, empty selections, entries past the sequence, a main-branch scale.
+  for (SelectionMode m : {SelectionMode::per_kv_head, SelectionMode::shared}) {
+    for (int Qb : {1, 64})
+      c.push_back(indexer_kl_case(attn({{100}, {300}}, 8, 2, 64, 64, Qb, 3, kBF16, m), KlStage::sparse, Qb == 64));
+    c.push_back(indexer_kl_case(attn({{100}, {300}}, 8, 2, 64, 64, 1, 0, kBF16, m), KlStage::dense, true));
+  }
+  for (DType ki : {kBF16, kF32})
+    for (DType qt : kActs) {
+      AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, qt);
+      p.ki_dtype = ki;
+      c.push_back(indexer_kl_case(p, KlStage::sparse, false));
+      p = attn(kPrefix, 4, 2, 64, 64, 1, 0, qt);
+      p.ki_dtype = ki;
+      c.push_back(indexer_kl_case(p, KlStage::dense, false));
+    }
+  for (KlStage st : {KlStage::sparse, KlStage::dense}) {
+    for (const Lens& l : {kEmpty, kShort, kMixed, kEmptySeq})
+      c.push_back(indexer_kl_case(attn(l, 4, 2, 64, 64, 1, 2, kBF16), st, false));
+    AttnParams p = attn(kMixed, 8, 4, 64, 128, 1, 2, kF32);
+    p.Di = 128;
+    p.ki_dtype = kF32;
+    c.push_back(indexer_kl_case(p, st, true));
+    p = attn(kPrefix, 4, 2, 64, 64, 1, 2, kF32);
+    p.shuffle = false;
+    p.scale = 0.3f;
+    c.push_back(indexer_kl_case(p, st, true));
+  }
+  for (int Qb : {1, 128}) {
+    AttnParams p = attn({{150}, {300}}, 4, 2, 64, 64, Qb, 3, kF32);
+    p.empty_sel = true;
+    c.push_back(indexer_kl_case(p, KlStage::sparse, true));
+    p.empty_sel = false;
+    p.oob_idx = true;
+    c.push_back(indexer_kl_case(p, KlStage::sparse, false));
+  }
+  c.push_back(indexer_kl_case(attn({{1, 1}, {2500, 1900}}, 64, 4, 128, 128, 1, 16, kBF16), KlStage::sparse, false));
+  // Training-sized prefill from an empty cache: one 4K sequence (sparse: Qb = 64, k = 16),
+  // a varlen batch of 1K + 3K, both modes, both indexer_kl stages.
+  {
+    const Lens t4k{{4096}, {4096}}, t1k3k{{1024, 3072}, {1024, 3072}};
+    c.push_back(sparse_attention_backward_case(attn(t4k, 4, 2, 64, 64, 64, 16, kBF16)));
+    c.push_back(sparse_attention_backward_case(attn(t1k3k, 4, 1, 64, 64, 1, 8, kF32, SelectionMode::shared)));
+    c.push_back(dense_attention_backward_case(attn(t4k, 2, 1, 64, 64, 1, 0, kBF16)));
+    c.push_back(dense_attention_backward_case(attn(t1k3k, 2, 2, 64, 128, 1, 0, kF32)));
+    c.push_back(indexer_kl_case(attn(t4k, 4, 2, 64, 64, 64, 16, kBF16), KlStage::sparse, true));
+    c.push_back(indexer_kl_case(attn(t1k3k, 2, 1, 64, 64, 1, 0, kF32, SelectionMode::shared), KlStage::dense, false));
   }
 }
 
@@ -693,6 +831,7 @@ CaseList make_cases(std::string_view set, std::string_view op_filter, double sca
     add_full_attention(all);
     add_full_selection(all);
     add_full_other(all);
+    add_full_training(all);
   } else if (set == "perf") {
     if (!(scale > 0) || scale > 1) throw Error("cases: perf scale must be in (0, 1], got " + std::to_string(scale));
     add_perf(all, scale);

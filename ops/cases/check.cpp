@@ -84,7 +84,7 @@ int run_check(hal::Device& dev, std::string_view set, std::string_view op_filter
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   char line[256];
-  std::snprintf(line, sizeof line, "%-24s %6s %7s %8s %12s %12s\n", "op", "cases", "passed", "skipped", "worst error",
+  std::snprintf(line, sizeof line, "%-32s %6s %7s %8s %12s %12s\n", "op", "cases", "passed", "skipped", "worst error",
                 "tolerance");
   out << line;
   int total = 0, passed = 0, skipped = 0;
@@ -95,11 +95,11 @@ int run_check(hal::Device& dev, std::string_view set, std::string_view op_filter
     skipped += r.skipped;
     const std::string worst = !r.any_compared ? "-" : std::isnan(r.worst) ? "error" : fmt("%.3g", r.worst);
     const std::string tol = r.any_compared ? fmt("%.3g", r.tol) : "-";
-    std::snprintf(line, sizeof line, "%-24s %6d %7d %8d %12s %12s%s\n", op.c_str(), r.cases, r.passed, r.skipped,
+    std::snprintf(line, sizeof line, "%-32s %6d %7d %8d %12s %12s%s\n", op.c_str(), r.cases, r.passed, r.skipped,
                   worst.c_str(), tol.c_str(), r.passed + r.skipped < r.cases ? "  FAIL" : "");
     out << line;
   }
-  std::snprintf(line, sizeof line, "%-24s %6d %7d %8d   (%.1f s)\n", "total", total, passed, skipped, secs);
+  std::snprintf(line, sizeof line, "%-32s %6d %7d %8d   (%.1f s)\n", "total", total, passed, skipped, secs);
   out << line;
   for (const auto& [op, reasons] : skips)
     for (const std::string& why : reasons) out << "skipped " << op << ": " << why << "\n";

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 namespace msa::cases {
 namespace {
@@ -51,11 +52,12 @@ Verdict compare_nmse(const std::string& name, const hal::HostTensor& got, const 
   Verdict v;
   const int64_t n = ref.numel();
   const int64_t row = ref.shape.empty() ? 1 : std::max<int64_t>(ref.shape.back(), 1);
-  double num_all = 0, den_all = 0, worst_row = 0;
-  int64_t worst_row_at = -1;
-  for (int64_t r0 = 0; r0 < n; r0 += row) {
-    double num_r = 0, den_r = 0;
-    for (int64_t i = r0; i < r0 + row && i < n; ++i) {
+  const int64_t rows = (n + row - 1) / row;
+  std::vector<double> row_err(static_cast<size_t>(rows), 0.0), row_energy(static_cast<size_t>(rows), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    double& num_r = row_err[static_cast<size_t>(r)];
+    double& den_r = row_energy[static_cast<size_t>(r)];
+    for (int64_t i = r * row; i < (r + 1) * row && i < n; ++i) {
       const double a = got.get(static_cast<size_t>(i)), b = ref.get(static_cast<size_t>(i));
       if (cmp.nan_rows && std::isnan(b)) {
         if (std::isnan(a)) continue;
@@ -88,12 +90,33 @@ Verdict compare_nmse(const std::string& name, const hal::HostTensor& got, const 
       num_r += (a - b) * (a - b);
       den_r += b * b;
     }
+  }
+  // The per-row denominator floor: row_floor times the mean energy of the nonzero rows.
+  double den_min = 0;
+  if (cmp.row_floor > 0) {
+    double energy = 0;
+    int64_t nonzero = 0;
+    for (double e : row_energy)
+      if (e > 0) energy += e, ++nonzero;
+    den_min = nonzero ? cmp.row_floor * energy / static_cast<double>(nonzero) : 0.0;
+  }
+  double num_all = 0, den_all = 0, worst_row = 0;
+  int64_t worst_row_at = -1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double num_r = row_err[static_cast<size_t>(r)], den_r = row_energy[static_cast<size_t>(r)];
+    if (cmp.row_floor > 0 && den_r == 0 && num_r != 0) {
+      v.ok = false;
+      v.error = std::numeric_limits<double>::infinity();
+      v.tolerance = cmp.tol_row;
+      v.what = name + " row " + row_index(ref, r) + " is not zero (reference: all zeros)";
+      return v;
+    }
     num_all += num_r;
     den_all += den_r;
-    const double e = ratio_of(num_r, den_r);
+    const double e = ratio_of(num_r, std::max(den_r, den_min));
     if (e > worst_row || worst_row_at < 0) {
       worst_row = e;
-      worst_row_at = r0 / row;
+      worst_row_at = r;
     }
   }
   const double global = ratio_of(num_all, den_all);

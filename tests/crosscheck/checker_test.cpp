@@ -3,6 +3,7 @@
 // the unbroken device and harmless differences must pass; refusals are skips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -16,6 +17,7 @@
 #include "ops/args.h"
 #include "ops/cases/case.h"
 #include "ops/cases/check.h"
+#include "ops/cases/compare.h"
 
 namespace msa::cases {
 namespace {
@@ -36,6 +38,8 @@ enum class Fault {
   throws,         // the kernel throws msa::Error
   swap_idx,       // two block_idx entries of one row swapped
   drop_cnt,       // block_cnt[0] decremented
+  grad_scale,     // backward: dq *= 1 + 1e-3
+  grad_slack,     // backward: 1e-6 in one dk_cache slot no query attended
 };
 
 Fault g_fault = Fault::none;
@@ -100,6 +104,20 @@ void faulty_topk(hal::Stream& s, const ops::BlockTopkArgs& a) {
   if (g_fault == Fault::drop_cnt && a.block_cnt.numel() > 0) a.block_cnt.data<int32_t>()[0] -= 1;
 }
 
+void faulty_sparse_backward(hal::Stream& s, const ops::SparseAttentionBackwardArgs& a) {
+  call_ref(OpId::sparse_block_attention_backward, s, a);
+  if (g_fault == Fault::grad_scale) scale_tensor(a.dq, 1.0 + 1e-3);
+  if (g_fault == Fault::grad_slack) {
+    float* dk = a.dk_cache.data<float>();
+    const int64_t D = a.dk_cache.dim(3);
+    for (int64_t r = 0; r < a.dk_cache.numel() / D; ++r)
+      if (std::all_of(dk + r * D, dk + (r + 1) * D, [](float x) { return x == 0.0f; })) {
+        dk[r * D] = 1e-6f;
+        break;
+      }
+  }
+}
+
 std::string refuse_add(const ops::AddArgs&) { return "refused by the test"; }
 
 // cpu-ref's kernels with sparse attention and top-k wrapped by the faults above, and add
@@ -109,6 +127,7 @@ std::unique_ptr<hal::Device> faulty_device() {
   hal::KernelTable t = g_ref;
   t.set(OpId::sparse_block_attention, &faulty_sparse);
   t.set(OpId::block_topk, &faulty_topk);
+  t.set(OpId::sparse_block_attention_backward, &faulty_sparse_backward);
   t.set_supports(OpId::add, &refuse_add);
   return std::make_unique<hal::HostDevice>("faulty", "faulty", t, 1);
 }
@@ -192,6 +211,40 @@ TEST_F(Checker, DetectsWrongSelection) {
   }
 }
 
+// A gradient off by 1e-3 fails the f32 bound; a nonzero gradient in a slot no query
+// attended fails even when tiny (the contract: such slots are 0).
+TEST_F(Checker, DetectsWrongGradients) {
+  auto c = pick("sparse_block_attention_backward", "dtype=f32");
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(run(Fault::none, *c).passed);
+  CheckResult r = run(Fault::grad_scale, *c);
+  EXPECT_FALSE(r.passed) << r.message;
+  EXPECT_NE(r.message.find("dq"), std::string::npos) << r.message;
+  r = run(Fault::grad_slack, *c);
+  EXPECT_FALSE(r.passed) << r.message;
+  EXPECT_NE(r.message.find("dk_cache row"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("not zero"), std::string::npos) << r.message;
+}
+
+// The gradient metric's per-row floor: a row far below the tensor's mean energy is judged
+// against the mean (cancellation noise passes), a typical row by its own energy.
+TEST(CompareGradients, RowFloorIsTheMeanRowEnergy) {
+  hal::HostTensor ref(hal::DType::f32, {3, 4}), got(hal::DType::f32, {3, 4});
+  for (int i = 0; i < 12; ++i) ref.set(static_cast<size_t>(i), i < 8 ? 1.0f : 1e-6f);  // row 2 is tiny
+  got = ref;
+  got.set(8, 1e-6f + 1e-8f);  // row 2: NMSE 1e-6 / 4 of its own energy, ~3e-17 of the mean
+  const Compare grad = Compare::grad(hal::DType::f32);
+  EXPECT_TRUE(compare_tensors("dq", got, ref, grad).ok) << compare_tensors("dq", got, ref, grad).what;
+  Compare plain = grad;
+  plain.row_floor = 0;
+  EXPECT_FALSE(compare_tensors("dq", got, ref, plain).ok);
+  got = ref;
+  got.set(0, 1.0f + 1e-4f);  // row 0: NMSE 2.5e-9, within 1e-8; global 1.25e-9 > 1e-10
+  const Verdict v = compare_tensors("dq", got, ref, grad);
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.what.find("global"), std::string::npos) << v.what;
+}
+
 TEST_F(Checker, RefusalIsASkipNotAFailure) {
   auto c = pick("add", "");
   ASSERT_TRUE(c);
@@ -230,7 +283,7 @@ TEST_F(Checker, RunCheckMatch) {
   std::ostringstream some;
   EXPECT_EQ(run_check(*dev_, "quick", "block_topk", some, pattern), 0) << some.str();
   char row[64];
-  std::snprintf(row, sizeof row, "%-24s %6d", "block_topk", same);
+  std::snprintf(row, sizeof row, "%-32s %6d", "block_topk", same);
   EXPECT_NE(some.str().find(row), std::string::npos) << pattern << "\n" << some.str();
   for (const char* bad : {"(", "no-case-has-this"}) {
     std::ostringstream out;

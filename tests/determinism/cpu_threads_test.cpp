@@ -1,7 +1,9 @@
 // The `cpu` backend splits work at boundaries that depend only on the shapes, so its
 // outputs are bitwise the same for any thread count (backends/cpu/parallel.h). Checked by
 // setting MSA_CPU_THREADS (read by the backend whenever it (re)builds its oneTBB arena)
-// to 1, 2 and 3 over the quick cases plus long-context cases that take the split-K path.
+// to 1, 2 and 3 over the quick cases plus long-context cases that take the split-K path,
+// and the training ops on the same shapes (their KV-gradient sums run per page over the
+// queries that attended it).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include "hal/registry.h"
 #include "ops/cases/attention_cases.h"
 #include "ops/cases/case.h"
+#include "ops/cases/training_cases.h"
 #include "run_util.h"
 
 namespace {
@@ -46,6 +49,8 @@ msa::cases::CaseList cases() {
   all.push_back(msa::cases::sparse_attention_case(decode));
   all.push_back(msa::cases::indexer_score_case(decode));
   all.push_back(msa::cases::block_topk_case(decode));
+  all.push_back(msa::cases::dense_attention_backward_case(decode));
+  all.push_back(msa::cases::sparse_attention_backward_case(decode));
   // Prefill with many groups (the unsplit, tiled path), f32.
   AttnParams prefill = decode;
   prefill.q_len = {100, 37};
@@ -55,6 +60,19 @@ msa::cases::CaseList cases() {
   all.push_back(msa::cases::dense_attention_case(prefill));
   all.push_back(msa::cases::sparse_attention_case(prefill));
   all.push_back(msa::cases::indexer_score_case(prefill));
+  all.push_back(msa::cases::dense_attention_backward_case(prefill));
+  all.push_back(msa::cases::sparse_attention_backward_case(prefill));
+  for (auto stage : {msa::ops::KlStage::sparse, msa::ops::KlStage::dense})
+    all.push_back(msa::cases::indexer_kl_case(prefill, stage, true));
+  // Sparse with query blocks in shared mode (one selection per 64 queries, every head).
+  prefill.Qb = 64;
+  prefill.mode = msa::ops::SelectionMode::shared;
+  all.push_back(msa::cases::sparse_attention_backward_case(prefill));
+  all.push_back(msa::cases::indexer_kl_case(prefill, msa::ops::KlStage::sparse, false));
+  msa::cases::VitParams vit;
+  vit.items = {{4, 6, 6}, {1, 5, 7}};
+  vit.dtype = msa::hal::DType::f32;
+  all.push_back(msa::cases::patch_attention_3d_backward_case(vit));
   return all;
 }
 
