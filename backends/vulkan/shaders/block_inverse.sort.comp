@@ -47,4 +47,5 @@ void main() {
       barrier();
     }
   }
+  flag_cut_loops();
 }

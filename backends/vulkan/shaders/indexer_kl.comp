@@ -116,4 +116,5 @@ void main() {
     kl_d[pc.off_kl + gid] = kl_acc;
     ws[pc.ws_lse_u + gid] = floatBitsToUint(lse_u);
   }
+  flag_cut_loops();
 }

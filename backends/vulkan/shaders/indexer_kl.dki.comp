@@ -66,4 +66,5 @@ void main() {
   // Zeroed by the invocations that accumulate them (WGS divides j0 * Di).
   for (uint x = gl_LocalInvocationID.x; x < n; x += WGS) dki_d[pc.off_dki + page * n + x] = 0.0;
   slab_walk(page);
+  flag_cut_loops();
 }

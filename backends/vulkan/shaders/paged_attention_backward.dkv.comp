@@ -81,4 +81,5 @@ void main() {
     dv_d[pc.off_dv + slab_base + x] = 0.0;
   }
   slab_walk(pc.head_buckets != 0u ? page * pc.Hs + g : page);
+  flag_cut_loops();
 }

@@ -101,4 +101,5 @@ void main() {
     if (d < pc.D) dq_d[pc.off_dq + row * pc.D + d] = acc[x];
   }
   if (tid == 0u) ws[pc.ws_delta + row] = floatBitsToUint(row_delta);
+  flag_cut_loops();
 }

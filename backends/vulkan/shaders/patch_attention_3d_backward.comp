@@ -124,4 +124,5 @@ void main() {
       dv_d[pc.off_dv + row + d] = av[x];
     }
   }
+  flag_cut_loops();
 }
