@@ -23,9 +23,15 @@ void bw_load_row(uint q_off, uint do_off, uint D) {
 // p and ds of the loaded row against the key and value rows at element kv_off.
 void bw_p_ds(uint kv_off, uint D, float scale, float lse, float delta, out float p, out float ds) {
   float qk = 0.0, dv = 0.0;
-  for (uint d = 0u; d < D; ++d) {
-    qk += bw_q[d] * K_AT(kv_off + d);
-    dv += bw_do[d] * V_AT(kv_off + d);
+  // In unrolled runs of 16 dims: lavapipe counts every loop iteration (common.glsl).
+  for (uint d0 = 0u; d0 < D; d0 += 16u) {
+    [[unroll]] for (uint u = 0u; u < 16u; ++u) {
+      uint d = d0 + u;
+      if (d < D) {
+        qk += bw_q[d] * K_AT(kv_off + d);
+        dv += bw_do[d] * V_AT(kv_off + d);
+      }
+    }
   }
   p = exp(scale * qk - lse);
   ds = p * (dv - delta);

@@ -18,7 +18,10 @@ float kl_target(uint t, uint g, uint page, uint j) {
     if (l == NEG_INF) continue;
     uint qo = pc.off_q + (t * pc.Hq + h) * pc.D, ko = pc.off_k + ((page * pc.Hkv + h / G) * pc.Bs + j) * pc.D;
     float qk = 0.0;
-    for (uint d = 0u; d < pc.D; ++d) qk += LD(A_TYPE, q_d, qo + d) * LD(A_TYPE, k_d, ko + d);
+    // In unrolled runs of 16 dims: lavapipe counts every loop iteration (common.glsl).
+    for (uint d0 = 0u; d0 < pc.D; d0 += 16u)
+      [[unroll]] for (uint u = 0u; u < 16u; ++u)
+        if (d0 + u < pc.D) qk += LD(A_TYPE, q_d, qo + d0 + u) * LD(A_TYPE, k_d, ko + d0 + u);
     sum += exp(pc.scale * qk - l);
   }
   return sum / float(nh);
@@ -28,7 +31,9 @@ float kl_target(uint t, uint g, uint page, uint j) {
 float kl_logit(uint page, uint j) {
   uint ko = pc.off_ki + (page * pc.Bs + j) * pc.Di;
   float dot = 0.0;
-  for (uint d = 0u; d < pc.Di; ++d) dot += sh_qi[d] * LD(KI_TYPE, ki_d, ko + d);
+  for (uint d0 = 0u; d0 < pc.Di; d0 += 16u)
+    [[unroll]] for (uint u = 0u; u < 16u; ++u)
+      if (d0 + u < pc.Di) dot += sh_qi[d0 + u] * LD(KI_TYPE, ki_d, ko + d0 + u);
   return pc.scale_i * dot;
 }
 

@@ -57,10 +57,15 @@ void visit_token(uint e, uint c, uint t, uint n_slots) {
       barrier();
       // Element x of this tile is slab element j0 * D + x: always the same invocation.
       uint n = min(uint(WGS), n_slots - j0) * pc.D;
-      for (uint x = tid; x < n; x += WGS) {
-        uint i = slab_base + j0 * pc.D + x;
-        dk_d[pc.off_dk + i] += sh_ds[x / pc.D] * bw_q[x % pc.D];
-        dv_d[pc.off_dv + i] += sh_p[x / pc.D] * bw_do[x % pc.D];
+      for (uint x0 = 0u; x0 < n; x0 += 8u * WGS) {
+        [[unroll]] for (uint u = 0u; u < 8u; ++u) {
+          uint x = x0 + u * WGS + tid;
+          if (x < n) {
+            uint i = slab_base + j0 * pc.D + x;
+            dk_d[pc.off_dk + i] += sh_ds[x / pc.D] * bw_q[x % pc.D];
+            dv_d[pc.off_dv + i] += sh_p[x / pc.D] * bw_do[x % pc.D];
+          }
+        }
       }
       barrier();
     }
