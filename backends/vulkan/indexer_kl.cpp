@@ -3,7 +3,7 @@
 //  - the inverse index of the call's selection (block_inverse.h): for each page, the
 //    block entries that attended it, in row order;
 //  - kl, dqi: one workgroup per (token, selection head) walks its token set twice (the
-//    student's log-sum-exp, then kl and dqi) and writes lse_u to the workspace
+//    student's max and sum, then kl and dqi) and writes those to the workspace
 //    (shaders/indexer_kl.comp; it also validates the index data as the forward attention
 //    does, with the same device error flags);
 //  - dki_cache: one workgroup per page sums over its entries' tokens and heads in that
@@ -44,8 +44,8 @@ PagedSelection selection_of(const ops::IndexerKlArgs& a) {
   return sel;
 }
 
-// lse_u of every (token, selection head) row, after the inverse index.
-uint64_t lse_u_words(const ops::IndexerKlArgs& a) { return static_cast<uint64_t>(a.qi.dim(0) * a.qi.dim(1)); }
+// The student's max and sum of every (token, selection head) row, after the inverse index.
+uint64_t lse_u_words(const ops::IndexerKlArgs& a) { return 2 * static_cast<uint64_t>(a.qi.dim(0) * a.qi.dim(1)); }
 
 }  // namespace
 

@@ -2,12 +2,12 @@
 #extension GL_GOOGLE_include_directive : require
 // indexer_kl, per (token t, selection head g): one workgroup walks the token set S(t, g)
 // (paged_walk.glsl: stage sparse the selected blocks, stage dense every causal token)
-// twice in tiles of up to WGS slots. Pass 0: the student's log-sum-exp lse_u over S
+// twice in tiles of up to WGS slots. Pass 0: the student's max m and sum l over S
 // (online, in slot order). Pass 1: at each slot the target p (indexer_kl.glsl) and the
-// student u = exp(logit - lse_u) give kl += p (log p - log u) (0 log 0 = 0) and the
+// student u = exp(logit - m) / l give kl += p (log p - log u) (0 log 0 = 0) and the
 // logit gradient w (u - p), w = dkl * scale_i, which each invocation sums into its dims
-// of dqi in slot order. Writes kl, dqi and lse_u (to the workspace, for the per-page
-// dki pass); an empty S gives kl = 0, dqi = 0. Validates the index data as the forward
+// of dqi in slot order. Writes kl, dqi and m, l (to the workspace, for the per-page dki
+// pass); an empty S gives kl = 0, dqi = 0. Validates the index data as the forward
 // attention does. QI_TYPE: qi; KI_TYPE: ki_cache; A_TYPE: q and k_cache.
 #include "common.glsl"
 
@@ -47,7 +47,7 @@ shared uint sh_row[WGS];
 
 uint row_t, row_g;
 float lse_m, lse_l;  // pass 0: running max and sum of the student's logits
-float lse_u, w_row;  // pass 1
+float w_row;         // pass 1
 float kl_acc;
 float acc[DPT_I];
 
@@ -70,9 +70,11 @@ void visit_block(uint pass, uint page, uint c, uint s_end) {
     float term = 0.0, coeff = 0.0;
     if (valid) {
       float p = kl_target(row_t, row_g, page, j);
-      float lu = logit - lse_u;
-      if (p != 0.0) term = p * (log(p) - lu);
-      coeff = w_row * (exp(lu) - p);
+      // u as exp(logit - m) / l: a single slot gives u = 1 exactly (no log, which is
+      // approximate on some drivers, in the way).
+      float u = exp(logit - lse_m) / lse_l;
+      if (p != 0.0) term = p * (log(p) - (logit - lse_m - log(lse_l)));
+      coeff = w_row * (u - p);
     }
     sh_c[tid] = coeff;
     sh_row[tid] = pc.off_ki + (page * pc.Bs + j) * pc.Di;
@@ -103,18 +105,18 @@ void main() {
   lse_m = NEG_INF;
   lse_l = 0.0;
   walk_attended(0u, row_t, row_g);
-  lse_u = lse_l > 0.0 ? lse_m + log(lse_l) : NEG_INF;
   w_row = (pc.has_dkl != 0u ? dkl_d[pc.off_dkl + gid] : 1.0) * pc.scale_i;
   kl_acc = 0.0;
   [[unroll]] for (uint x = 0u; x < DPT_I; ++x) acc[x] = 0.0;
-  if (lse_u != NEG_INF) walk_attended(1u, row_t, row_g);
+  if (lse_l > 0.0) walk_attended(1u, row_t, row_g);
   [[unroll]] for (uint x = 0u; x < DPT_I; ++x) {
     uint d = tid + x * WGS;
     if (d < pc.Di) dqi_d[pc.off_dqi + gid * pc.Di + d] = acc[x];
   }
   if (tid == 0u) {
     kl_d[pc.off_kl + gid] = kl_acc;
-    ws[pc.ws_lse_u + gid] = floatBitsToUint(lse_u);
+    ws[pc.ws_lse_u + 2u * gid] = floatBitsToUint(lse_m);
+    ws[pc.ws_lse_u + 2u * gid + 1u] = floatBitsToUint(lse_l);
   }
   flag_cut_loops();
 }

@@ -3,7 +3,7 @@
 // dki_cache of indexer_kl: one workgroup per page zeroes its [Bs][Di] slab, then walks the
 // inverse index's entries that attended the page in row order (slab_walk.glsl) and, for
 // each token t and selection head g of the entry, adds w (u - p)(s) qi[t][g] to each
-// attended slot s (w = dkl * scale_i, u from the lse_u of the per-row pass, p the target
+// attended slot s (w = dkl * scale_i, u from the per-row pass's max and sum, p the target
 // of indexer_kl.glsl), in tiles: each invocation scores one slot, then owns fixed
 // elements of the slab. No atomics: the order of every sum is fixed by the inputs. Slots
 // no query attended stay 0. QI_TYPE: qi; KI_TYPE: ki_cache; A_TYPE: q and k_cache.
@@ -39,14 +39,14 @@ void visit_token(uint e, uint c, uint t, uint n_slots) {
   uint g1 = pc.sparse != 0u ? g0 + 1u : pc.Hs;
   for (uint g = g0; g < g1; ++g) {
     uint row = t * pc.Hs + g;
-    float lu0 = uintBitsToFloat(ws[pc.ws_lse_u + row]);
-    if (lu0 == NEG_INF) continue;  // uniform
+    float m = uintBitsToFloat(ws[pc.ws_lse_u + 2u * row]), l = uintBitsToFloat(ws[pc.ws_lse_u + 2u * row + 1u]);
+    if (!(l > 0.0)) continue;  // uniform: an empty token set
     float w = (pc.has_dkl != 0u ? dkl_d[pc.off_dkl + row] : 1.0) * pc.scale_i;
     kl_load_qi(t, g);
     for (uint j0 = 0u; j0 < n_slots; j0 += WGS) {
       uint j = j0 + tid;
       float coeff = 0.0;
-      if (j < n_slots) coeff = w * (exp(kl_logit(page, j) - lu0) - kl_target(t, g, page, j));
+      if (j < n_slots) coeff = w * (exp(kl_logit(page, j) - m) / l - kl_target(t, g, page, j));
       sh_c[tid] = coeff;
       barrier();
       // Element x of this tile is slab element j0 * Di + x: always the same invocation.
