@@ -13,9 +13,12 @@ shared float bw_do[MAX_D];
 // from uniform control flow; ends with a barrier). The macros Q_LOAD(i) / DO_LOAD(i) read
 // element i of the includer's q and dout buffers.
 void bw_load_row(uint q_off, uint do_off, uint D) {
-  for (uint d = gl_LocalInvocationID.x; d < D; d += WGS) {
-    bw_q[d] = Q_LOAD(q_off + d);
-    bw_do[d] = DO_LOAD(do_off + d);
+  [[unroll]] for (uint x = 0u; x < DPT; ++x) {
+    uint d = gl_LocalInvocationID.x + x * WGS;
+    if (d < D) {
+      bw_q[d] = Q_LOAD(q_off + d);
+      bw_do[d] = DO_LOAD(do_off + d);
+    }
   }
   barrier();
 }
@@ -23,9 +26,9 @@ void bw_load_row(uint q_off, uint do_off, uint D) {
 // p and ds of the loaded row against the key and value rows at element kv_off.
 void bw_p_ds(uint kv_off, uint D, float scale, float lse, float delta, out float p, out float ds) {
   float qk = 0.0, dv = 0.0;
-  // In unrolled runs of 16 dims: lavapipe counts every loop iteration (common.glsl).
-  for (uint d0 = 0u; d0 < D; d0 += 16u) {
-    [[unroll]] for (uint u = 0u; u < 16u; ++u) {
+  // In unrolled runs of 64 dims: lavapipe counts every loop iteration (common.glsl).
+  for (uint d0 = 0u; d0 < D; d0 += 64u) {
+    [[unroll]] for (uint u = 0u; u < 64u; ++u) {
       uint d = d0 + u;
       if (d < D) {
         qk += bw_q[d] * K_AT(kv_off + d);

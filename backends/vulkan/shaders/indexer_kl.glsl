@@ -18,9 +18,9 @@ float kl_target(uint t, uint g, uint page, uint j) {
     if (l == NEG_INF) continue;
     uint qo = pc.off_q + (t * pc.Hq + h) * pc.D, ko = pc.off_k + ((page * pc.Hkv + h / G) * pc.Bs + j) * pc.D;
     float qk = 0.0;
-    // In unrolled runs of 16 dims: lavapipe counts every loop iteration (common.glsl).
-    for (uint d0 = 0u; d0 < pc.D; d0 += 16u)
-      [[unroll]] for (uint u = 0u; u < 16u; ++u)
+    // In unrolled runs of 64 dims: lavapipe counts every loop iteration (common.glsl).
+    for (uint d0 = 0u; d0 < pc.D; d0 += 64u)
+      [[unroll]] for (uint u = 0u; u < 64u; ++u)
         if (d0 + u < pc.D) qk += LD(A_TYPE, q_d, qo + d0 + u) * LD(A_TYPE, k_d, ko + d0 + u);
     sum += exp(pc.scale * qk - l);
   }
@@ -31,8 +31,8 @@ float kl_target(uint t, uint g, uint page, uint j) {
 float kl_logit(uint page, uint j) {
   uint ko = pc.off_ki + (page * pc.Bs + j) * pc.Di;
   float dot = 0.0;
-  for (uint d0 = 0u; d0 < pc.Di; d0 += 16u)
-    [[unroll]] for (uint u = 0u; u < 16u; ++u)
+  for (uint d0 = 0u; d0 < pc.Di; d0 += 64u)
+    [[unroll]] for (uint u = 0u; u < 64u; ++u)
       if (d0 + u < pc.Di) dot += sh_qi[d0 + u] * LD(KI_TYPE, ki_d, ko + d0 + u);
   return pc.scale_i * dot;
 }
@@ -40,7 +40,9 @@ float kl_logit(uint page, uint j) {
 // Loads qi[t][g] into sh_qi (uniform control flow: barriers before and after).
 void kl_load_qi(uint t, uint g) {
   barrier();
-  for (uint d = gl_LocalInvocationID.x; d < pc.Di; d += WGS)
-    sh_qi[d] = LD(QI_TYPE, qi_d, pc.off_qi + (t * pc.Hs + g) * pc.Di + d);
+  [[unroll]] for (uint x = 0u; x < MAX_DI / WGS; ++x) {
+    uint d = gl_LocalInvocationID.x + x * WGS;
+    if (d < pc.Di) sh_qi[d] = LD(QI_TYPE, qi_d, pc.off_qi + (t * pc.Hs + g) * pc.Di + d);
+  }
   barrier();
 }

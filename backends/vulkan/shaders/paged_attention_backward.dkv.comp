@@ -57,8 +57,8 @@ void visit_token(uint e, uint c, uint t, uint n_slots) {
       barrier();
       // Element x of this tile is slab element j0 * D + x: always the same invocation.
       uint n = min(uint(WGS), n_slots - j0) * pc.D;
-      for (uint x0 = 0u; x0 < n; x0 += 8u * WGS) {
-        [[unroll]] for (uint u = 0u; u < 8u; ++u) {
+      for (uint x0 = 0u; x0 < n; x0 += 32u * WGS) {
+        [[unroll]] for (uint u = 0u; u < 32u; ++u) {
           uint x = x0 + u * WGS + tid;
           if (x < n) {
             uint i = slab_base + j0 * pc.D + x;
