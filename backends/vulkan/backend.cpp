@@ -75,6 +75,14 @@ hal::KernelTable make_kernel_table() {
   t.set_supports(OpId::scatter_visual, &supports_scatter_visual);
   t.set(OpId::argmax, &argmax);
   t.set_supports(OpId::argmax, &supports_argmax);
+  t.set(OpId::sparse_block_attention_backward, &sparse_block_attention_backward);
+  t.set_supports(OpId::sparse_block_attention_backward, &supports_sparse_block_attention_backward);
+  t.set(OpId::dense_attention_backward, &dense_attention_backward);
+  t.set_supports(OpId::dense_attention_backward, &supports_dense_attention_backward);
+  t.set(OpId::patch_attention_3d_backward, &patch_attention_3d_backward);
+  t.set_supports(OpId::patch_attention_3d_backward, &supports_patch_attention_3d_backward);
+  t.set(OpId::indexer_kl, &indexer_kl);
+  t.set_supports(OpId::indexer_kl, &supports_indexer_kl);
   return t;
 }
 

@@ -17,6 +17,7 @@ enum DeviceErrorBit : uint32_t {
   kErrIds = 1u << 5,         // ids: token id outside the table
   kErrItems = 1u << 6,       // items: a grid size < 1, or sizes not summing to N
   kErrPlaceholders = 1u << 7,  // vis: placeholder count differs from its rows
+  kErrLoops = 1u << 8,       // the driver ended a shader's loops early (lavapipe's loop limit)
 };
 
 // "argument 'block_table': page id outside [0, P)"; one clause per set bit.

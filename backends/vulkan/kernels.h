@@ -1,7 +1,9 @@
 // The Vulkan kernels: one host function per op (recording its dispatch on the stream)
 // and its supports() predicate ("" = supported, else why not). Defined in the .cpp
 // named after the shader family: attention.cpp, indexer.cpp, kv_append.cpp,
-// matmul.cpp, norm.cpp, rope.cpp, eltwise.cpp, tokens.cpp.
+// matmul.cpp, norm.cpp, rope.cpp, eltwise.cpp, tokens.cpp; the training ops in
+// paged_attention_backward.cpp (sparse and dense), patch_attention_3d_backward.cpp and
+// indexer_kl.cpp.
 #pragma once
 #include <string>
 
@@ -31,6 +33,10 @@ MSA_VK_KERNEL(add, AddArgs)
 MSA_VK_KERNEL(embedding, EmbeddingArgs)
 MSA_VK_KERNEL(scatter_visual, ScatterVisualArgs)
 MSA_VK_KERNEL(argmax, ArgmaxArgs)
+MSA_VK_KERNEL(sparse_block_attention_backward, SparseAttentionBackwardArgs)
+MSA_VK_KERNEL(dense_attention_backward, DenseAttentionBackwardArgs)
+MSA_VK_KERNEL(patch_attention_3d_backward, PatchAttention3dBackwardArgs)
+MSA_VK_KERNEL(indexer_kl, IndexerKlArgs)
 
 #undef MSA_VK_KERNEL
 

@@ -163,4 +163,76 @@ struct ArgmaxPC {
 };
 static_assert(sizeof(ArgmaxPC) == 4 * 4);
 
+// ---- training ops (docs/training.md); ws_* are word offsets into the workspace -------
+
+// shaders/block_inverse.count.comp
+struct BlockInverseCountPC {
+  uint32_t off_bt, off_kvlen, off_cuq, off_idx;
+  uint32_t T, B, P, Bs, max_blocks, Qb, NQ, Hs, K;
+  uint32_t sparse, head_buckets;
+  uint32_t ws_rows, ws_bucket, ws_count;
+};
+static_assert(sizeof(BlockInverseCountPC) == 18 * 4);
+
+// shaders/block_inverse.scan.comp
+struct BlockInverseScanPC {
+  uint32_t n_buckets, ws_count, ws_begin;
+};
+static_assert(sizeof(BlockInverseScanPC) == 3 * 4);
+
+// shaders/block_inverse.fill.comp
+struct BlockInverseFillPC {
+  uint32_t n_entries, ws_bucket, ws_count, ws_begin, ws_entry;
+};
+static_assert(sizeof(BlockInverseFillPC) == 5 * 4);
+
+// shaders/block_inverse.sort.comp
+struct BlockInverseSortPC {
+  uint32_t n_buckets, ws_begin, ws_entry;
+};
+static_assert(sizeof(BlockInverseSortPC) == 3 * 4);
+
+// shaders/paged_attention_backward.dq.comp
+struct AttnBackwardDqPC {
+  uint32_t off_q, off_k, off_v, off_bt, off_kvlen, off_cuq, off_idx, off_dout, off_out, off_lse, off_dq, ws_delta;
+  uint32_t T, Hq, Hkv, D, P, Bs, max_blocks, B, Qb, NQ, K, Hs, sparse;
+  float scale;
+};
+static_assert(sizeof(AttnBackwardDqPC) == 26 * 4);
+
+// shaders/paged_attention_backward.dkv.comp
+struct AttnBackwardDkvPC {
+  uint32_t off_q, off_k, off_v, off_idx, off_dout, off_lse, off_dk, off_dv;
+  uint32_t ws_rows, ws_begin, ws_entry, ws_delta;
+  uint32_t Hq, Hkv, D, P, Bs, max_blocks, K, Hs, sparse, head_buckets;
+  float scale;
+};
+static_assert(sizeof(AttnBackwardDkvPC) == 23 * 4);
+
+// shaders/patch_attention_3d_backward.comp
+struct PatchBackwardPC {
+  uint32_t off_q, off_k, off_v, off_items, off_dout, off_out, off_lse, off_dq, off_dk, off_dv;
+  uint32_t N, H, D, n_items, window;
+  float scale;
+};
+static_assert(sizeof(PatchBackwardPC) == 16 * 4);
+
+// shaders/indexer_kl.comp
+struct IndexerKlPC {
+  uint32_t off_qi, off_ki, off_q, off_k, off_lse, off_bt, off_kvlen, off_cuq, off_idx, off_dkl, off_kl, off_dqi;
+  uint32_t ws_lse_u;
+  uint32_t T, Hq, Hkv, D, P, Bs, max_blocks, B, Qb, NQ, K, Hs, Di, sparse, has_dkl;
+  float scale, scale_i;
+};
+static_assert(sizeof(IndexerKlPC) == 30 * 4);
+
+// shaders/indexer_kl.dki.comp
+struct IndexerKlDkiPC {
+  uint32_t off_qi, off_ki, off_q, off_k, off_lse, off_idx, off_dkl, off_dki;
+  uint32_t ws_rows, ws_begin, ws_entry, ws_lse_u;
+  uint32_t Hq, Hkv, D, P, Bs, max_blocks, K, Hs, Di, sparse, has_dkl;
+  float scale, scale_i;
+};
+static_assert(sizeof(IndexerKlDkiPC) == 25 * 4);
+
 }  // namespace msa::vulkan

@@ -1,11 +1,13 @@
-// A cpu-ref device plus the tensors a test made on it, for the reference's own tests
-// (tests/cpu_ref, tests/cpu_ref_support). Header-only: tests/common builds no executable.
+// A cpu-ref device (or another, by name) plus the tensors a test made on it, for the
+// reference's own tests (tests/cpu_ref, tests/cpu_ref_support) and tests comparing a
+// backend with it. Header-only: tests/common builds no executable.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "hal/host_tensor.h"
@@ -16,6 +18,8 @@ namespace msa::test {
 class RefDevice {
  public:
   RefDevice() : dev_(hal::create_device("cpu-ref")) {}
+  // Another backend's device with the same helpers (tests comparing it with cpu-ref).
+  explicit RefDevice(const std::string& device) : dev_(hal::create_device(device)) {}
   hal::Device& device() { return *dev_; }
 
   // A tensor holding `vals` rounded to t (NaN stays NaN).

@@ -20,11 +20,22 @@ layout(local_size_x = WGS, local_size_y = 1, local_size_z = 1) in;
 #define ERR_IDS 32u
 #define ERR_ITEMS 64u
 #define ERR_PLACEHOLDERS 128u
+#define ERR_LOOPS 256u
 
 // The word of this op in the error buffer (the host sets it to the OpId).
 layout(constant_id = 0) const uint ERR_SLOT = 0;
 layout(std430, binding = 0) buffer ErrorFlags { uint err_words[]; };
 void flag_error(uint bits) { atomicOr(err_words[ERR_SLOT], bits); }
+
+// lavapipe (llvmpipe) silently ends every loop of an invocation once 65535 loop
+// iterations have run in it, all loops together (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS).
+// Shaders whose loop counts grow with the inputs call this last: past the limit its loop
+// of two iterations runs one, and ERR_LOOPS turns the incomplete result into an error.
+void flag_cut_loops() {
+  uint n = 0u;
+  for (uint i = gl_NumWorkGroups.z; i < gl_NumWorkGroups.z + 2u; ++i) ++n;
+  if (n != 2u) flag_error(ERR_LOOPS);
+}
 
 // The linear workgroup id of a dispatch split over x and y (see launch.h).
 uint wg_linear() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }
