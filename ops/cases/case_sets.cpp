@@ -9,147 +9,11 @@
 #include "ops/cases/attention_cases.h"
 #include "ops/cases/case.h"
 #include "ops/cases/rng.h"
+#include "ops/cases/set_builders.h"
 #include "ops/cases/support_cases.h"
-#include "ops/cases/training_cases.h"
 
 namespace msa::cases {
-namespace {
-
-using hal::DType;
-using ops::KlStage;
-using ops::Pool;
-using ops::SelectionMode;
-
-constexpr DType kF32 = DType::f32, kBF16 = DType::bf16, kF16 = DType::f16, kFP8 = DType::fp8_e4m3,
-                kFP4 = DType::fp4_e2m1x2;  // NVFP4 indexer keys (with their e4m3 group scales)
-constexpr DType kActs[] = {kF32, kBF16, kF16};
-
-struct Lens {
-  std::vector<int32_t> q, kv;
-};
-
-AttnParams attn(Lens l, int Hq, int Hkv, int D, int Bs, int Qb, int k, DType t,
-                SelectionMode mode = SelectionMode::per_kv_head) {
-  AttnParams p;
-  p.q_len = std::move(l.q);
-  p.kv_len = std::move(l.kv);
-  p.Hq = Hq;
-  p.Hkv = Hkv;
-  p.D = D;
-  p.Bs = Bs;
-  p.Qb = Qb;
-  p.k = k;
-  p.dtype = t;
-  p.mode = mode;
-  return p;
-}
-
-RowParams rows(int64_t M, int64_t N, DType t, bool flag = false) {
-  RowParams p;
-  p.M = M;
-  p.N = N;
-  p.dtype = t;
-  p.flag = flag;
-  return p;
-}
-
-// Batches of the functional sets (Bs = 64 unless noted).
-const Lens kDecode{{1}, {300}};
-const Lens kDecodeVarlen{{1, 1, 1}, {64, 17, 200}};   // a full block, shorter than a block, ragged
-const Lens kPrefix{{40}, {170}};                      // prefill on a cached prefix
-const Lens kMixed{{5, 0, 30}, {5, 90, 100}};          // from empty, q_len = 0, prefix
-const Lens kEmpty{{}, {}};                            // B = 0
-const Lens kShort{{3}, {10}};                         // one partial block
-const Lens kEmptySeq{{2, 0, 1}, {2, 0, 70}};          // a sequence with nothing cached
-
-// A dense and a sparse case of the batch `p` with `x` in an attended slot.
-void add_poisoned(CaseList& c, AttnParams p, Poison x) {
-  p.poison = x;
-  c.push_back(dense_attention_case(p));
-  c.push_back(sparse_attention_case(p));
-}
-// The same with Hq = 8, Hkv = 2, D = Bs = 64; the sparse case selects `k` blocks.
-void add_poisoned(CaseList& c, const Lens& lens, int k, DType t, Poison x) {
-  add_poisoned(c, attn(lens, 8, 2, 64, 64, 1, k, t), x);
-}
-
-// NaN / Inf in attended keys, values, queries and indexer keys, and an f32 overflow
-// (docs/spec.md, "Non-finite inputs"): the backend's NaN rows must be the reference's.
-void add_nonfinite(CaseList& c) {
-  for (Poison x : {Poison::nan_key, Poison::inf_key, Poison::nan_value, Poison::inf_value, Poison::nan_query,
-                   Poison::overflow})
-    add_poisoned(c, kDecodeVarlen, 2, kBF16, x);
-  for (Poison x : {Poison::nan_key, Poison::inf_value, Poison::overflow})
-    add_poisoned(c, kPrefix, 2, kF32, x);  // prefill: causal rows
-  for (Poison x : {Poison::nan_key, Poison::inf_value})
-    add_poisoned(c, {{1, 1}, {3000, 2100}}, 16, kBF16, x);  // long contexts: split-KV paths and their merge
-  AttnParams i = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
-  i.poison = Poison::nan_index_key;
-  c.push_back(indexer_score_case(i));
-  i = attn(kPrefix, 8, 2, 64, 64, 1, 2, kF32);
-  i.poison = Poison::nan_index_key;
-  i.pool = Pool::lse;
-  c.push_back(indexer_score_case(i));
-}
-
-// The non-finite rule on the shapes the GPU backends' tuned kernels take (full set): the
-// M3 decode group (16 query heads per KV head, D = Bs = 128), bf16 prefill at D = 128
-// (tensor-core flash kernels, one token and 64-token query blocks), prefill-sized indexer
-// calls (tensor-core indexers) with bf16 and fp8 keys, both poolings.
-void add_nonfinite_tuned(CaseList& c) {
-  for (Poison x : {Poison::nan_key, Poison::nan_value, Poison::inf_value, Poison::overflow}) {
-    add_poisoned(c, attn({{1, 1}, {3000, 2100}}, 16, 1, 128, 128, 1, 8, kBF16), x);
-    add_poisoned(c, attn({{200}, {600}}, 8, 2, 128, 64, 1, 4, kBF16), x);
-    AttnParams s = attn({{256}, {256}}, 8, 2, 128, 64, 64, 2, kBF16);
-    s.poison = x;
-    c.push_back(sparse_attention_case(s));
-  }
-  for (DType ki : {kBF16, kFP8})
-    for (Pool pool : {Pool::max, Pool::lse})
-      for (const Lens& l : {Lens{{256}, {600}}, Lens{{1, 1}, {3000, 2100}}}) {
-        AttnParams i = attn(l, 8, 2, 64, 64, 1, 2, kBF16);
-        i.ki_dtype = ki;
-        i.pool = pool;
-        i.poison = Poison::nan_index_key;
-        c.push_back(indexer_score_case(i));
-      }
-}
-
-// A few small cases per training op: both selection modes, Qb 1 and > 1, empty
-// selections and entries past the sequence, both indexer_kl stages.
-void add_quick_training(CaseList& c) {
-  {
-    AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
-    p.empty_sel = true;
-    c.push_back(sparse_attention_backward_case(p));
-    p = attn(kPrefix, 4, 2, 64, 64, 1, 2, kF32);
-    p.oob_idx = true;
-    c.push_back(sparse_attention_backward_case(p));
-    c.push_back(sparse_attention_backward_case(attn({{70}, {200}}, 4, 1, 80, 64, 64, 3, kF16, SelectionMode::shared)));
-  }
-  c.push_back(dense_attention_backward_case(attn(kMixed, 4, 2, 64, 64, 1, 0, kBF16)));
-  c.push_back(dense_attention_backward_case(attn(kPrefix, 4, 2, 64, 64, 1, 0, kF32)));
-  {
-    VitParams v;
-    v.items = {{1, 2, 2}, {5, 2, 3}};
-    c.push_back(patch_attention_3d_backward_case(v));
-    v.dtype = kF32;
-    v.D = 64;
-    c.push_back(patch_attention_3d_backward_case(v));
-  }
-  {
-    AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
-    p.empty_sel = true;
-    c.push_back(indexer_kl_case(p, KlStage::sparse, false));
-    p = attn(kPrefix, 4, 2, 64, 64, 64, 2, kF32, SelectionMode::shared);
-    p.ki_dtype = kF32;
-    c.push_back(indexer_kl_case(p, KlStage::sparse, true));
-    p = attn(kMixed, 4, 2, 64, 64, 1, 0, kF32);
-    p.ki_dtype = kF32;
-    c.push_back(indexer_kl_case(p, KlStage::dense, false));
-    c.push_back(indexer_kl_case(attn(kPrefix, 4, 2, 64, 64, 1, 0, kBF16, SelectionMode::shared), KlStage::dense, true));
-  }
-}
+namespace sets {
 
 void add_quick(CaseList& c) {
   {
@@ -230,8 +94,6 @@ void add_quick(CaseList& c) {
   add_nonfinite(c);
   add_quick_training(c);
 }
-
-using AttnMaker = std::unique_ptr<Case> (*)(const AttnParams&);
 
 // G in {1, 2, 4, 8, 16} as {Hq, Hkv}.
 constexpr int kGroups[][2] = {{2, 2}, {4, 2}, {8, 2}, {8, 1}, {16, 1}};
@@ -571,10 +433,6 @@ void add_full_selection(CaseList& c) {
   }
 }
 
-// ViT items of 1 to 9 temporal patches.
-const std::vector<std::array<int32_t, 3>> kVitItems = {{1, 2, 2}, {2, 1, 3}, {3, 2, 2}, {4, 2, 1}, {5, 2, 2},
-                                                       {6, 1, 2}, {7, 2, 2}, {8, 1, 1}, {9, 2, 2}};
-
 // The functional variations of patch attention, made by `make` (the forward or its
 // backward): kVitItems at D x dtype with window 4, window 3 with a scale, and windows of
 // several 128-token chunks with a partial last key tile (a 576-token video window, a
@@ -671,98 +529,6 @@ void add_full_other(CaseList& c) {
   }
 }
 
-// The training ops over the forward ops' shapes and dtypes, plus training-sized prefill
-// (T up to 4K from an empty cache: kv_len == q_len).
-void add_full_training(CaseList& c) {
-  // sparse_block_attention_backward: the forward's variations, entries past the sequence
-  // with query blocks spanning blocks, the reference head configuration (G = 16,
-  // D = Bs = 128) in decode and in a chunk.
-  add_sparse_variations(c, sparse_attention_backward_case);
-  {
-    AttnParams p = attn({{150}, {300}}, 4, 2, 64, 64, 128, 3, kF32);
-    p.oob_idx = true;
-    c.push_back(sparse_attention_backward_case(p));
-    c.push_back(sparse_attention_backward_case(attn({{1, 1}, {2500, 1900}}, 64, 4, 128, 128, 1, 16, kBF16)));
-    c.push_back(sparse_attention_backward_case(attn({{256}, {1024}}, 16, 1, 128, 128, 64, 4, kBF16)));
-  }
-  // dense_attention_backward: the forward's variations, a varlen prefill at G = 16 with one
-  // sequence from empty.
-  add_dense_variations(c, dense_attention_backward_case);
-  c.push_back(dense_attention_backward_case(attn({{260, 300}, {260, 700}}, 16, 1, 64, 64, 1, 0, kBF16)));
-  add_patch_variations(c, patch_attention_3d_backward_case);
-  // indexer_kl: stage x mode x Qb, query and key dtypes, dkl given or all ones, Di, Bs,
-  // batches, empty selections, entries past the sequence, a main-branch scale.
-  for (SelectionMode m : {SelectionMode::per_kv_head, SelectionMode::shared}) {
-    for (int Qb : {1, 64})
-      c.push_back(indexer_kl_case(attn({{100}, {300}}, 8, 2, 64, 64, Qb, 3, kBF16, m), KlStage::sparse, Qb == 64));
-    c.push_back(indexer_kl_case(attn({{100}, {300}}, 8, 2, 64, 64, 1, 0, kBF16, m), KlStage::dense, true));
-  }
-  for (DType ki : {kBF16, kF32})
-    for (DType qt : kActs) {
-      AttnParams p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, qt);
-      p.ki_dtype = ki;
-      c.push_back(indexer_kl_case(p, KlStage::sparse, false));
-      p = attn(kPrefix, 4, 2, 64, 64, 1, 0, qt);
-      p.ki_dtype = ki;
-      c.push_back(indexer_kl_case(p, KlStage::dense, false));
-    }
-  for (KlStage st : {KlStage::sparse, KlStage::dense}) {
-    for (const Lens& l : {kEmpty, kShort, kMixed, kEmptySeq})
-      c.push_back(indexer_kl_case(attn(l, 4, 2, 64, 64, 1, 2, kBF16), st, false));
-    AttnParams p = attn(kMixed, 8, 4, 64, 128, 1, 2, kF32);
-    p.Di = 128;
-    p.ki_dtype = kF32;
-    c.push_back(indexer_kl_case(p, st, true));
-    p = attn(kPrefix, 4, 2, 64, 64, 1, 2, kF32);
-    p.shuffle = false;
-    p.scale = 0.3f;
-    c.push_back(indexer_kl_case(p, st, true));
-  }
-  for (int Qb : {1, 128}) {
-    AttnParams p = attn({{150}, {300}}, 4, 2, 64, 64, Qb, 3, kF32);
-    p.empty_sel = true;
-    c.push_back(indexer_kl_case(p, KlStage::sparse, true));
-    p.empty_sel = false;
-    p.oob_idx = true;
-    c.push_back(indexer_kl_case(p, KlStage::sparse, false));
-  }
-  c.push_back(indexer_kl_case(attn({{1, 1}, {2500, 1900}}, 64, 4, 128, 128, 1, 16, kBF16), KlStage::sparse, false));
-  // Training-sized prefill from an empty cache: one 4K sequence (sparse: Qb = 64, k = 16),
-  // a varlen batch of 1K + 3K, both modes, both indexer_kl stages.
-  {
-    const Lens t4k{{4096}, {4096}}, t1k3k{{1024, 3072}, {1024, 3072}};
-    c.push_back(sparse_attention_backward_case(attn(t4k, 4, 2, 64, 64, 64, 16, kBF16)));
-    c.push_back(sparse_attention_backward_case(attn(t1k3k, 4, 1, 64, 64, 1, 8, kF32, SelectionMode::shared)));
-    c.push_back(dense_attention_backward_case(attn(t4k, 2, 1, 64, 64, 1, 0, kBF16)));
-    c.push_back(dense_attention_backward_case(attn(t1k3k, 2, 2, 64, 128, 1, 0, kF32)));
-    c.push_back(indexer_kl_case(attn(t4k, 4, 2, 64, 64, 64, 16, kBF16), KlStage::sparse, true));
-    c.push_back(indexer_kl_case(attn(t1k3k, 2, 1, 64, 64, 1, 0, kF32, SelectionMode::shared), KlStage::dense, false));
-  }
-}
-
-// The benchmark shapes: the reference configuration at contexts 8K .. 1M (scaled).
-// Training-sized calls of the training ops, each timed with its forward as the baseline:
-// the training example's dense warm-up (T = 2048 from empty, 8 query heads over 4 KV heads,
-// D = 32, Bs = 64, f32) and an M3-like sparse stage (T = 4096 from empty, 16 over 2, D =
-// 128, Bs = 64, k = 16, Qb = 64, bf16), indexer_kl on both, and the ViT windows' backward.
-// Lengths are the full ones at cpu's scale (1/16) and above, shorter below (cpu-ref).
-void add_perf_training(CaseList& c, double scale, const VitParams& vit) {
-  auto len = [&](int32_t L) {
-    return static_cast<int32_t>(std::min<int64_t>(L, std::max<int64_t>(128, std::llround(16.0 * L * scale))));
-  };
-  const int32_t td = len(2048), ts = len(4096);
-  AttnParams d = attn({{td}, {td}}, 8, 4, 32, 64, 1, 0, kF32);
-  d.ki_dtype = kF32;
-  d.Di = 32;
-  c.push_back(dense_attention_backward_case(d, true));
-  c.push_back(indexer_kl_case(d, KlStage::dense, false, true));
-  AttnParams sp = attn({{ts}, {ts}}, 16, 2, 128, 64, 64, 16, kBF16);
-  sp.Di = 128;
-  c.push_back(sparse_attention_backward_case(sp, true));
-  c.push_back(indexer_kl_case(sp, KlStage::sparse, false, true));
-  c.push_back(patch_attention_3d_backward_case(vit, true));
-}
-
 void add_perf(CaseList& c, double scale) {
   const int Bs = 128;
   auto scaled = [&](int64_t n, int64_t min) {
@@ -832,6 +598,10 @@ void add_perf(CaseList& c, double scale) {
   add_perf_training(c, scale, v);
 }
 
+}  // namespace sets
+
+namespace {
+
 uint64_t name_seed(const Case& c) {
   uint64_t h = 1469598103934665603ULL;
   for (char ch : c.name() + "|" + c.vars()) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
@@ -869,6 +639,7 @@ void check_filter(std::string_view filter) {
 }
 
 CaseList make_cases(std::string_view set, std::string_view op_filter, double scale) {
+  using namespace sets;
   check_filter(op_filter);
   CaseList all;
   if (set == "quick") {
