@@ -1,16 +1,18 @@
 // The gradients of paged attention (sparse_block_attention_backward,
 // dense_attention_backward) in f32, deterministic run to run:
-//  - delta_kernel: delta = dot(dout, out) per query row;
-//  - paged_dq_kernel: one CTA per (token, KV head) walks the token's attended blocks; each
-//    warp takes every kWarps-th key slot of a block for the G query heads of the group,
-//    keeping dq in registers, and the warps' partials are summed in warp order;
+//  - tile_delta_kernel: delta = dot(dout, out) per query row;
+//  - paged_dq_kernel: one CTA per (tile of query rows, KV head) walks the rows' attended
+//    blocks in key tiles, recomputing P and dS, dq in registers;
 //  - paged_dkdv_kernel: one CTA per (page, KV head, kSlotChunk key slots) loops over the
-//    entries that attended the slab, from the inverse index (training_index.cuh), token
-//    by token; each warp owns its slots' dk / dv rows in registers. Slots no query
-//    attended stay 0; keys past a sequence's kv_len (slack slots) are never read into a sum.
+//    entries that attended the slab, from the inverse index (training_index.cuh), in
+//    tiles of query rows; dk / dv in registers. Slots no query attended stay 0; keys past
+//    a sequence's kv_len (slack slots) are never read into a sum.
+// Both are FlashAttention-2 backward tiles (backward_tiles.cuh): every gradient element
+// has one owning thread that sums in a fixed order (no atomics).
 #pragma once
 #include <cstdint>
 
+#include "backends/cuda/kernels/portable/backward_tiles.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/training_index.cuh"
 #include "backends/cuda/kernels/portable/training_rows.cuh"
@@ -36,125 +38,109 @@ struct PagedGrad {
   int chunks = 1;  // CTAs per slab: ceil(Bs / kSlotChunk)
 };
 
-// Rows h0 .. h0 + n - 1 of token t's q and dout as zero-padded f32 rows, and their lse
-// and delta. Call with every thread of the block (ends with a barrier).
-template <int DT, int kThreads>
-__device__ __forceinline__ void stage_group_rows(const PagedGrad& p, int64_t t, int h0, int n,
-                                                 float (*s_q)[kMaxHeadDim], float (*s_do)[kMaxHeadDim],
-                                                 float* s_lse, float* s_delta) {
-  using T = typename Elem<DT>::T;
-  for (int i = threadIdx.x; i < n * kMaxHeadDim; i += kThreads) {
-    const int h = i / kMaxHeadDim, d = i % kMaxHeadDim;
-    const int64_t at = (t * p.Hq + h0 + h) * p.D + d;
-    s_q[h][d] = d < p.D ? Elem<DT>::load(static_cast<const T*>(p.q)[at]) : 0.0f;
-    s_do[h][d] = d < p.D ? Elem<DT>::load(static_cast<const T*>(p.dout)[at]) : 0.0f;
-  }
-  for (int h = threadIdx.x; h < n; h += kThreads) {
-    s_lse[h] = p.lse[t * p.Hq + h0 + h];
-    s_delta[h] = p.delta[t * p.Hq + h0 + h];
-  }
-  __syncthreads();
-}
+// Query tiles of the dq kernel: tile_heads heads of the group x tile_tokens consecutive
+// tokens (<= BQ rows), head_chunks tiles across the group.
+struct DqTiling {
+  int tile_heads = 1, tile_tokens = 1, head_chunks = 1;
+  DqTiling(int G, int BQ)
+      : tile_heads(G < BQ ? G : BQ), tile_tokens(BQ / tile_heads), head_chunks((G + tile_heads - 1) / tile_heads) {}
+};
 
-// grid: T x Hkv.
-template <int DT, int kThreads>
-__global__ void __launch_bounds__(kThreads) paged_dq_kernel(PagedGrad p) {
-  constexpr int kWarps = kThreads / kWarp;
-  __shared__ float s_q[kMaxGroup][kMaxHeadDim], s_do[kMaxGroup][kMaxHeadDim];
-  __shared__ float s_lse[kMaxGroup], s_delta[kMaxGroup], s_red[kMaxHeadDim];
-  const int64_t t = blockIdx.x / p.Hkv;
-  const int g = static_cast<int>(blockIdx.x % p.Hkv);
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+// grid: ceil(T / tile_tokens) x Hkv x head_chunks. The tile's tokens are taken in runs of
+// one sequence and query block (the same selected blocks); a run stages its rows once and
+// walks the blocks the run's last token attends, kTileKeys slots at a time, each row
+// limited to its own causal slots. Per 32 keys x BQ rows x D: 3 * 32 * BQ * D FMAs from
+// shared memory for 2 * 32 * D staged K/V elements (the old per-slot kernel re-read q and
+// dout per slot and reduced every dot product across a wave).
+template <int DT, int DP>
+__global__ void __launch_bounds__(kTileThreads) paged_dq_kernel(PagedGrad p, DqTiling tl, int64_t T) {
+  __shared__ BwdTiles<DP> s;
+  constexpr int BQ = BwdTiles<DP>::BQ;
+  int64_t x = blockIdx.x;
+  const int hc = static_cast<int>(x % tl.head_chunks);
+  x /= tl.head_chunks;
+  const int g = static_cast<int>(x % p.Hkv);
+  const int64_t t_first = x / p.Hkv * tl.tile_tokens;
+  const int64_t t_end = min(T, t_first + tl.tile_tokens);
+  const int h0 = g * p.G + hc * tl.tile_heads, nh = min(tl.tile_heads, p.G - hc * tl.tile_heads);
   const int Bs = p.sets.bt.Bs, D = p.D;
-  stage_group_rows<DT, kThreads>(p, t, g * p.G, p.G, s_q, s_do, s_lse, s_delta);
-  const TokenAt tk = find_token(p.sets, static_cast<int>(t));
-  float acc[kMaxGroup][kLaneDims] = {};
-  const int row = p.sets.Hs == 1 ? 0 : g;
-  for_each_attended(p.sets, tk, row, [&](int, int64_t page, int slots) {
-    const int64_t slab = (page * p.Hkv + g) * Bs * int64_t{D};
-    for (int j = warp; j < slots; j += kWarps) {
-      float kr[kLaneDims], vr[kLaneDims];
-      lane_row<DT>(p.kc, slab + int64_t{j} * D, D, lane, kr);
-      lane_row<DT>(p.vc, slab + int64_t{j} * D, D, lane, vr);
-#pragma unroll
-      for (int h = 0; h < kMaxGroup; ++h) {
-        if (h < p.G && !is_neg_inf(s_lse[h])) {
-          float qr[kLaneDims], dr[kLaneDims];
-          lane_row_f32(s_q[h], lane, qr);
-          lane_row_f32(s_do[h], lane, dr);
-          const float pr = expf(p.scale * lane_dot(qr, kr) - s_lse[h]);
-          const float ds = pr * (lane_dot(dr, vr) - s_delta[h]);
-          lane_axpy(acc[h], p.scale * ds, kr);
-        }
+  const int sel_row = p.sets.Hs == 1 ? 0 : g;
+  for (int64_t ta = t_first; ta < t_end;) {
+    const TokenAt first = find_token(p.sets, static_cast<int>(ta));
+    int64_t tb = ta + 1;
+    TokenAt last = first;
+    while (tb < t_end) {
+      const TokenAt n = find_token(p.sets, static_cast<int>(tb));
+      if (n.b != first.b || n.qb != first.qb) break;
+      last = n;
+      ++tb;
+    }
+    const int nrows = static_cast<int>(tb - ta) * nh;
+    const auto row_of = [&](int r) { return r < nrows ? (ta + r / nh) * p.Hq + h0 + r % nh : int64_t{-1}; };
+    __syncthreads();  // the previous run is done with the tiles
+    stage_queries<DT, DP>(s, p.q, p.dout, p.lse, p.delta, D, row_of);
+    QueryGrads<DP> acc;
+    for_each_attended(p.sets, last, sel_row, [&](int c, int64_t page, int slots) {
+      const int64_t slab = (page * p.Hkv + g) * Bs * int64_t{D};
+      for (int k0 = 0; k0 < slots; k0 += kTileKeys) {
+        const int nk = min(kTileKeys, slots - k0);
+        __syncthreads();  // queries staged; the previous key tile is consumed
+        stage_keys<DT, DP>(s, p.kc, p.vc, D, [&](int r) { return r < nk ? slab + int64_t{k0 + r} * D : int64_t{-1}; });
+        for (int r = threadIdx.x; r < BQ; r += kTileThreads)
+          s.lim[r] = r < nrows ? attended_slots(Bs, first.pos + r / nh, c) - k0 : 0;
+        __syncthreads();
+        score_tile<DP, false, true>(s, nk, p.scale);
+        __syncthreads();
+        acc.add(s);
       }
-    }
-  });
-  float* dq = p.dq + (t * p.Hq + g * p.G) * D;
-#pragma unroll
-  for (int h = 0; h < kMaxGroup; ++h) {
-    if (h < p.G) {
-      sum_warp_rows<kThreads>(acc[h], D, s_red);
-      for (int d = threadIdx.x; d < D; d += kThreads) dq[int64_t{h} * D + d] = s_red[d];
-      __syncthreads();  // s_red is reused by the next head
-    }
+    });
+    acc.store(p.dq, D, row_of);
+    ta = tb;
   }
 }
 
-// grid: P x Hkv x chunks.
-template <int DT, int kThreads>
-__global__ void __launch_bounds__(kThreads) paged_dkdv_kernel(PagedGrad p) {
-  constexpr int kWarps = kThreads / kWarp, kSpw = kSlotChunk / kWarps;
-  static_assert(kSpw >= 1 && kSpw * kWarps == kSlotChunk, "kSlotChunk must split evenly over the warps");
-  __shared__ float s_q[kMaxGroup][kMaxHeadDim], s_do[kMaxGroup][kMaxHeadDim];
-  __shared__ float s_lse[kMaxGroup], s_delta[kMaxGroup];
+// grid: P x Hkv x chunks. One CTA owns kTileKeys slots of a slab (K/V staged once) and
+// loops over the entries that attended the slab, from the inverse index
+// (training_index.cuh), in tiles of BQ rows (token-major, the G heads of each token),
+// each row limited to its causal slots; dK / dV stay in registers.
+template <int DT, int DP>
+__global__ void __launch_bounds__(kTileThreads) paged_dkdv_kernel(PagedGrad p) {
+  static_assert(kSlotChunk == kTileKeys, "a slab chunk is one key tile");
+  __shared__ BwdTiles<DP> s;
+  constexpr int BQ = BwdTiles<DP>::BQ;
   int64_t x = blockIdx.x;
   const int chunk = static_cast<int>(x % p.chunks);
   x /= p.chunks;
   const int g = static_cast<int>(x % p.Hkv);
   const int64_t page = x / p.Hkv;
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int Bs = p.sets.bt.Bs, D = p.D;
-  const int j0 = chunk * kSlotChunk + warp * kSpw;  // this warp's first slot
+  const int Bs = p.sets.bt.Bs, D = p.D, G = p.G;
+  const int j0 = chunk * kTileKeys, nslot = min(kTileKeys, Bs - j0);
   const int64_t slab = (page * p.Hkv + g) * Bs * int64_t{D};
   const int64_t bucket = page * p.Hb + (p.Hb == 1 ? 0 : g);
   const int w0 = p.inv.begin[bucket], w1 = p.inv.begin[bucket + 1];
-  float kr[kSpw][kLaneDims], vr[kSpw][kLaneDims], ak[kSpw][kLaneDims] = {}, av[kSpw][kLaneDims] = {};
-#pragma unroll
-  for (int s = 0; s < kSpw; ++s) {
-    const bool live = w1 > w0 && j0 + s < Bs;  // slot memory exists (slack keys are never summed)
-    lane_row<DT>(p.kc, slab + int64_t{live ? j0 + s : 0} * D, live ? D : 0, lane, kr[s]);
-    lane_row<DT>(p.vc, slab + int64_t{live ? j0 + s : 0} * D, live ? D : 0, lane, vr[s]);
-  }
+  const auto key_off = [&](int r) { return r < nslot ? slab + int64_t{j0 + r} * D : int64_t{-1}; };
+  KeyGrads<DP> acc;
+  if (w1 > w0) stage_keys<DT, DP>(s, p.kc, p.vc, D, key_off);  // slot memory exists; slack keys are never summed
   for (int w = w0; w < w1; ++w) {
     const Entry en = p.inv.at(w);
-    for (int t = en.t0; t < en.t1; ++t) {
-      const int slots = attended_slots(Bs, en.p0 + (t - en.t0), en.c);
-      __syncthreads();  // the previous token's rows are no longer read
-      stage_group_rows<DT, kThreads>(p, t, g * p.G, p.G, s_q, s_do, s_lse, s_delta);
-      if (j0 >= slots) continue;  // uniform per warp
-      for (int h = 0; h < p.G; ++h) {
-        if (is_neg_inf(s_lse[h])) continue;
-        float qr[kLaneDims], dr[kLaneDims];
-        lane_row_f32(s_q[h], lane, qr);
-        lane_row_f32(s_do[h], lane, dr);
-#pragma unroll
-        for (int s = 0; s < kSpw; ++s) {
-          if (j0 + s < slots) {
-            const float pr = expf(p.scale * lane_dot(qr, kr[s]) - s_lse[h]);
-            const float ds = pr * (lane_dot(dr, vr[s]) - s_delta[h]);
-            lane_axpy(ak[s], p.scale * ds, qr);
-            lane_axpy(av[s], pr, dr);
-          }
-        }
-      }
+    const int64_t rows = int64_t{en.t1 - en.t0} * G;
+    if (attended_slots(Bs, en.p0 + (en.t1 - 1 - en.t0), en.c) <= j0) continue;  // no token reaches this chunk
+    for (int64_t r0 = 0; r0 < rows; r0 += BQ) {
+      const auto row_of = [&](int r) {
+        const int64_t i = r0 + r;
+        return i < rows ? (en.t0 + i / G) * p.Hq + g * G + i % G : int64_t{-1};
+      };
+      __syncthreads();  // K/V staged; the previous query tile is consumed
+      stage_queries<DT, DP>(s, p.q, p.dout, p.lse, p.delta, D, row_of);
+      for (int r = threadIdx.x; r < BQ; r += kTileThreads)
+        s.lim[r] = r0 + r < rows ? attended_slots(Bs, en.p0 + static_cast<int>((r0 + r) / G), en.c) - j0 : 0;
+      __syncthreads();
+      score_tile<DP, true, true>(s, nslot, p.scale);
+      __syncthreads();
+      acc.add(s, static_cast<int>(min(int64_t{BQ}, rows - r0)));
     }
   }
-#pragma unroll
-  for (int s = 0; s < kSpw; ++s) {
-    if (j0 + s >= Bs) continue;
-    store_lane_row(ak[s], D, lane, p.dk + slab + int64_t{j0 + s} * D);
-    store_lane_row(av[s], D, lane, p.dv + slab + int64_t{j0 + s} * D);
-  }
+  acc.store(p.dk, p.dv, D, key_off);
 }
 
 // How a paged backward call selects its blocks: block_idx (sparse) or every causal block.
@@ -209,20 +195,27 @@ void paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::O
   p.delta = delta;
   launch_seq_info(st, p.sets, sparse, si);
   p.inv = build_inverse(st, p.sets, p.Hb, ip, ws);
-  constexpr int kDeltaThreads = 256, kDqThreads = 128, kSlabThreads = 256;
+  constexpr int kDeltaThreads = 256;
   MSA_DISPATCH_ACT(a.q.dtype, DT, {
     if (T > 0) {
-      delta_kernel<DT, kDeltaThreads><<<grid_for(T * Hq * kWarp, kDeltaThreads, st.props()), kDeltaThreads, 0,
-                                        st.native()>>>(p.dout, a.out.template data<void>(), T * Hq, p.D, delta);
-      MSA_CUDA_CHECK_LAUNCH();
-      paged_dq_kernel<DT, kDqThreads><<<static_cast<unsigned>(T * Hkv), kDqThreads, 0, st.native()>>>(p);
+      tile_delta_kernel<DT, kDeltaThreads><<<grid_for(T * Hq, kDeltaThreads, st.props()), kDeltaThreads, 0,
+                                             st.native()>>>(p.dout, a.out.template data<void>(), T * Hq, p.D, delta);
       MSA_CUDA_CHECK_LAUNCH();
     }
-    if (P > 0 && Bs > 0) {
-      paged_dkdv_kernel<DT, kSlabThreads>
-          <<<static_cast<unsigned>(P * Hkv * p.chunks), kSlabThreads, 0, st.native()>>>(p);
-      MSA_CUDA_CHECK_LAUNCH();
-    }
+    MSA_DISPATCH_TILE_DP(D, DP, {
+      if (T > 0) {
+        const DqTiling tl(p.G, BwdTiles<DP>::BQ);
+        const int64_t tiles = (T + tl.tile_tokens - 1) / tl.tile_tokens;
+        paged_dq_kernel<DT, DP>
+            <<<static_cast<unsigned>(tiles * Hkv * tl.head_chunks), kTileThreads, 0, st.native()>>>(p, tl, T);
+        MSA_CUDA_CHECK_LAUNCH();
+      }
+      if (P > 0 && Bs > 0) {
+        paged_dkdv_kernel<DT, DP>
+            <<<static_cast<unsigned>(P * Hkv * p.chunks), kTileThreads, 0, st.native()>>>(p);
+        MSA_CUDA_CHECK_LAUNCH();
+      }
+    });
   });
 }
 

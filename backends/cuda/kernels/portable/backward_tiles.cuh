@@ -42,6 +42,23 @@ struct BwdTiles {
   int lim[BQ];  // keys [0, lim[r]) of the tile are row r's (score_tile<.., true>)
 };
 
+// delta[r] = dot(dout[r], out[r]) as one fmaf chain over d in order, the order in which
+// score_tile sums dout.v: a row whose only attended key has v equal to its out (P = 1)
+// gets dP - delta = 0 exactly, so its dq is exactly 0 as in the reference. One thread per
+// row (rows x D elements, a small fraction of the tiles' traffic).
+template <int DT, int kThreads>
+__global__ void __launch_bounds__(kThreads) tile_delta_kernel(const void* dout, const void* out, int64_t rows, int D,
+                                                              float* delta) {
+  using T = typename Elem<DT>::T;
+  const T* o = static_cast<const T*>(dout);
+  const T* y = static_cast<const T*>(out);
+  for (int64_t r = int64_t{blockIdx.x} * kThreads + threadIdx.x; r < rows; r += int64_t{gridDim.x} * kThreads) {
+    float acc = 0.0f;
+    for (int d = 0; d < D; ++d) acc = fmaf(Elem<DT>::load(o[r * D + d]), Elem<DT>::load(y[r * D + d]), acc);
+    delta[r] = acc;
+  }
+}
+
 // Stages key rows 0 .. kTileKeys - 1 of K and V transposed: key_off(r) is row r's element
 // offset in k and v, or -1 (zero row).
 template <int DT, int DP, class KeyOff>
@@ -107,8 +124,15 @@ __device__ __forceinline__ void score_tile(BwdTiles<DP>& s, int nk, float scale)
     for (int j = 0; j < QJ; ++j) {
       const float4 q4 = *reinterpret_cast<const float4*>(&s.q[(g + j * kTileGroups) * DP + d]);
       const float4 o4 = *reinterpret_cast<const float4*>(&s.dout[(g + j * kTileGroups) * DP + d]);
-      sq[j] += q4.x * kk[0] + q4.y * kk[1] + q4.z * kk[2] + q4.w * kk[3];
-      dp[j] += o4.x * vv[0] + o4.y * vv[1] + o4.z * vv[2] + o4.w * vv[3];
+      sq[j] = fmaf(q4.x, kk[0], sq[j]);
+      sq[j] = fmaf(q4.y, kk[1], sq[j]);
+      sq[j] = fmaf(q4.z, kk[2], sq[j]);
+      sq[j] = fmaf(q4.w, kk[3], sq[j]);
+      // dout.v as tile_delta_kernel sums dout.out: bit-equal when v is the row's out.
+      dp[j] = fmaf(o4.x, vv[0], dp[j]);
+      dp[j] = fmaf(o4.y, vv[1], dp[j]);
+      dp[j] = fmaf(o4.z, vv[2], dp[j]);
+      dp[j] = fmaf(o4.w, vv[3], dp[j]);
     }
   }
 #pragma unroll

@@ -1,6 +1,6 @@
 // patch_attention_3d_backward: dq, dk, dv of patch_attention_3d in f32, tiled in the
 // FlashAttention-2 backward way (backward_tiles.cuh). The forward's chunk kernel validates
-// `items` and cuts every window into chunks; delta_kernel computes dot(dout, out) per row;
+// `items` and cuts every window into chunks; tile_delta_kernel computes dot(dout, out) per row;
 // then
 //  - key_grads_kernel: one CTA per (chunk of kTileKeys keys, head) stages that K/V tile
 //    once and loops over the window's query tiles (q, dout, lse, delta staged), adding
@@ -151,9 +151,9 @@ void patch_attention_3d_backward(hal::Stream& s, const ops::PatchAttention3dBack
     return static_cast<unsigned>(std::clamp<int64_t>((N / rows + n_items + 1) * H, 1, cap));
   };
   MSA_DISPATCH_ACT(a.q.dtype, DT, {
-    delta_kernel<DT, kDeltaThreads><<<grid_for(N * H * kWarp, kDeltaThreads, st.props()), kDeltaThreads, 0,
-                                      st.native()>>>(p.dout, a.out.data<void>(), N * H, p.D,
-                                                     const_cast<float*>(p.delta));
+    tile_delta_kernel<DT, kDeltaThreads><<<grid_for(N * H, kDeltaThreads, st.props()), kDeltaThreads, 0,
+                                           st.native()>>>(p.dout, a.out.data<void>(), N * H, p.D,
+                                                          const_cast<float*>(p.delta));
     MSA_CUDA_CHECK_LAUNCH();
     MSA_DISPATCH_TILE_DP(D, DP, {
       key_grads_kernel<DT, DP><<<grid(kTileKeys), kTileThreads, 0, st.native()>>>(p);
