@@ -10,6 +10,7 @@
 // Both are FlashAttention-2 backward tiles (backward_tiles.cuh): every gradient element
 // has one owning thread that sums in a fixed order (no atomics).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "backends/cuda/kernels/portable/backward_tiles.cuh"
@@ -36,7 +37,36 @@ struct PagedGrad {
   InverseIndex inv;
   int Hb = 1;      // buckets per page: Hkv (sparse per_kv_head) or 1 (one bucket per page)
   int chunks = 1;  // CTAs per slab: ceil(Bs / kSlotChunk)
+  // Row splits of the dk/dv kernel: splits > 1 writes split s's partial sums to
+  // part_dk / part_dv + s * plane (plane = P * Hkv * Bs * D), summed in split order after.
+  int splits = 1;
+  int64_t plane = 0;
+  float* part_dk = nullptr;
+  float* part_dv = nullptr;
 };
+
+// CTAs per slab chunk of the dk/dv kernel: enough for about kDkdvTargetCtas CTAs in all,
+// from the shape alone (so the summation order is the same on every device).
+inline constexpr int64_t kDkdvTargetCtas = 1024;
+inline constexpr int kMaxDkdvSplits = 8;
+inline int dkdv_splits(int64_t slab_ctas) {
+  if (slab_ctas <= 0) return 1;
+  return static_cast<int>(std::clamp<int64_t>(kDkdvTargetCtas / slab_ctas, 1, kMaxDkdvSplits));
+}
+
+// dk[i] = sum over s of part_dk[s * plane + i] in split order (and dv).
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) dkdv_merge_kernel(PagedGrad p) {
+  for (int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x; i < p.plane; i += int64_t{gridDim.x} * kThreads) {
+    float k = 0.0f, v = 0.0f;
+    for (int sp = 0; sp < p.splits; ++sp) {
+      k += p.part_dk[sp * p.plane + i];
+      v += p.part_dv[sp * p.plane + i];
+    }
+    p.dk[i] = k;
+    p.dv[i] = v;
+  }
+}
 
 // Query tiles of the dq kernel: tile_heads heads of the group x tile_tokens consecutive
 // tokens (<= BQ rows), head_chunks tiles across the group.
@@ -99,16 +129,21 @@ __global__ void __launch_bounds__(kTileThreads) paged_dq_kernel(PagedGrad p, DqT
   }
 }
 
-// grid: P x Hkv x chunks. One CTA owns kTileKeys slots of a slab (K/V staged once) and
-// loops over the entries that attended the slab, from the inverse index
-// (training_index.cuh), in tiles of BQ rows (token-major, the G heads of each token),
-// each row limited to its causal slots; dK / dV stay in registers.
+// grid: P x Hkv x chunks x splits. One CTA owns kTileKeys slots of a slab (K/V staged
+// once) and loops over its share (1 / splits, in order) of the query-row tiles of the
+// entries that attended the slab, from the inverse index (training_index.cuh): BQ rows
+// per tile (token-major, the G heads of each token), each row limited to its causal
+// slots; dk / dv in registers. A slab's rows are serial work, so the splits give a
+// call of few pages enough CTAs (a page x KV head x 32-slot chunk alone is ~256 CTAs
+// for T = 4096, Bs = 64, Hkv = 2).
 template <int DT, int DP>
 __global__ void __launch_bounds__(kTileThreads) paged_dkdv_kernel(PagedGrad p) {
   static_assert(kSlotChunk == kTileKeys, "a slab chunk is one key tile");
   __shared__ BwdTiles<DP> s;
   constexpr int BQ = BwdTiles<DP>::BQ;
   int64_t x = blockIdx.x;
+  const int split = static_cast<int>(x % p.splits);
+  x /= p.splits;
   const int chunk = static_cast<int>(x % p.chunks);
   x /= p.chunks;
   const int g = static_cast<int>(x % p.Hkv);
@@ -118,14 +153,34 @@ __global__ void __launch_bounds__(kTileThreads) paged_dkdv_kernel(PagedGrad p) {
   const int64_t slab = (page * p.Hkv + g) * Bs * int64_t{D};
   const int64_t bucket = page * p.Hb + (p.Hb == 1 ? 0 : g);
   const int w0 = p.inv.begin[bucket], w1 = p.inv.begin[bucket + 1];
+  const auto reaches = [&](const Entry& en) {  // some token of the entry reaches this chunk
+    return attended_slots(Bs, en.p0 + (en.t1 - 1 - en.t0), en.c) > j0;
+  };
+  const auto tiles_of = [&](const Entry& en) { return (int64_t{en.t1 - en.t0} * G + BQ - 1) / BQ; };
+  int64_t lo = 0, hi = INT64_MAX;  // this split's tiles, numbered over the bucket's entries
+  if (p.splits > 1) {
+    int64_t n = 0;
+    for (int w = w0; w < w1; ++w) {
+      const Entry en = p.inv.at(w);
+      if (reaches(en)) n += tiles_of(en);
+    }
+    lo = n * split / p.splits;
+    hi = n * (split + 1) / p.splits;
+  }
   const auto key_off = [&](int r) { return r < nslot ? slab + int64_t{j0 + r} * D : int64_t{-1}; };
   KeyGrads<DP> acc;
-  if (w1 > w0) stage_keys<DT, DP>(s, p.kc, p.vc, D, key_off);  // slot memory exists; slack keys are never summed
-  for (int w = w0; w < w1; ++w) {
+  if (w1 > w0 && hi > lo) stage_keys<DT, DP>(s, p.kc, p.vc, D, key_off);  // slack keys are never summed
+  int64_t tile = 0;
+  for (int w = w0; w < w1 && tile < hi; ++w) {
     const Entry en = p.inv.at(w);
-    const int64_t rows = int64_t{en.t1 - en.t0} * G;
-    if (attended_slots(Bs, en.p0 + (en.t1 - 1 - en.t0), en.c) <= j0) continue;  // no token reaches this chunk
-    for (int64_t r0 = 0; r0 < rows; r0 += BQ) {
+    if (!reaches(en)) continue;
+    const int64_t rows = int64_t{en.t1 - en.t0} * G, nt = tiles_of(en);
+    if (tile + nt <= lo) {
+      tile += nt;
+      continue;
+    }
+    for (int64_t r0 = 0; r0 < rows; r0 += BQ, ++tile) {
+      if (tile < lo || tile >= hi) continue;
       const auto row_of = [&](int r) {
         const int64_t i = r0 + r;
         return i < rows ? (en.t0 + i / G) * p.Hq + g * G + i % G : int64_t{-1};
@@ -140,7 +195,10 @@ __global__ void __launch_bounds__(kTileThreads) paged_dkdv_kernel(PagedGrad p) {
       acc.add(s, static_cast<int>(min(int64_t{BQ}, rows - r0)));
     }
   }
-  acc.store(p.dk, p.dv, D, key_off);
+  if (p.splits == 1)
+    acc.store(p.dk, p.dv, D, key_off);
+  else
+    acc.store(p.part_dk + split * p.plane, p.part_dv + split * p.plane, D, key_off);
 }
 
 // How a paged backward call selects its blocks: block_idx (sparse) or every causal block.
@@ -188,7 +246,14 @@ void paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::O
   const size_t si_at = plan.reserve<SeqInfo>(p.sets.bt.B);
   const size_t delta_at = plan.reserve<float>(T * Hq);
   const IndexPlan ip(plan, raw_entries(p.sets), P * p.Hb);
+  p.splits = dkdv_splits(P * Hkv * p.chunks);
+  p.plane = P * Hkv * Bs * D;
+  const size_t part_at = plan.reserve<float>(p.splits > 1 ? 2 * p.splits * p.plane : 0);
   char* ws = plan.allocate(st);
+  if (p.splits > 1) {
+    p.part_dk = reinterpret_cast<float*>(ws + part_at);
+    p.part_dv = p.part_dk + p.splits * p.plane;
+  }
   auto* si = reinterpret_cast<SeqInfo*>(ws + si_at);
   auto* delta = reinterpret_cast<float*>(ws + delta_at);
   p.sets.si = si;
@@ -212,8 +277,14 @@ void paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::O
       }
       if (P > 0 && Bs > 0) {
         paged_dkdv_kernel<DT, DP>
-            <<<static_cast<unsigned>(P * Hkv * p.chunks), kTileThreads, 0, st.native()>>>(p);
+            <<<static_cast<unsigned>(P * Hkv * p.chunks * p.splits), kTileThreads, 0, st.native()>>>(p);
         MSA_CUDA_CHECK_LAUNCH();
+        if (p.splits > 1) {
+          constexpr int kMergeThreads = 256;
+          dkdv_merge_kernel<kMergeThreads>
+              <<<grid_for(p.plane, kMergeThreads, st.props()), kMergeThreads, 0, st.native()>>>(p);
+          MSA_CUDA_CHECK_LAUNCH();
+        }
       }
     });
   });
