@@ -84,7 +84,8 @@ struct DqTiling {
 // dout per slot and reduced every dot product across a wave).
 template <int DT, int DP>
 __global__ void __launch_bounds__(kTileThreads) paged_dq_kernel(PagedGrad p, DqTiling tl, int64_t T) {
-  __shared__ BwdTiles<DP> s;
+  extern __shared__ __align__(16) char tiles_mem[];
+  BwdTiles<DP>& s = *reinterpret_cast<BwdTiles<DP>*>(tiles_mem);
   constexpr int BQ = BwdTiles<DP>::BQ;
   int64_t x = blockIdx.x;
   const int hc = static_cast<int>(x % tl.head_chunks);
@@ -139,7 +140,8 @@ __global__ void __launch_bounds__(kTileThreads) paged_dq_kernel(PagedGrad p, DqT
 template <int DT, int DP>
 __global__ void __launch_bounds__(kTileThreads) paged_dkdv_kernel(PagedGrad p) {
   static_assert(kSlotChunk == kTileKeys, "a slab chunk is one key tile");
-  __shared__ BwdTiles<DP> s;
+  extern __shared__ __align__(16) char tiles_mem[];
+  BwdTiles<DP>& s = *reinterpret_cast<BwdTiles<DP>*>(tiles_mem);
   constexpr int BQ = BwdTiles<DP>::BQ;
   int64_t x = blockIdx.x;
   const int split = static_cast<int>(x % p.splits);
@@ -271,13 +273,15 @@ void paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::O
       if (T > 0) {
         const DqTiling tl(p.G, BwdTiles<DP>::BQ);
         const int64_t tiles = (T + tl.tile_tokens - 1) / tl.tile_tokens;
+        const int smem = tiles_smem<paged_dq_kernel<DT, DP>, DP>(st);
         paged_dq_kernel<DT, DP>
-            <<<static_cast<unsigned>(tiles * Hkv * tl.head_chunks), kTileThreads, 0, st.native()>>>(p, tl, T);
+            <<<static_cast<unsigned>(tiles * Hkv * tl.head_chunks), kTileThreads, smem, st.native()>>>(p, tl, T);
         MSA_CUDA_CHECK_LAUNCH();
       }
       if (P > 0 && Bs > 0) {
+        const int smem = tiles_smem<paged_dkdv_kernel<DT, DP>, DP>(st);
         paged_dkdv_kernel<DT, DP>
-            <<<static_cast<unsigned>(P * Hkv * p.chunks * p.splits), kTileThreads, 0, st.native()>>>(p);
+            <<<static_cast<unsigned>(P * Hkv * p.chunks * p.splits), kTileThreads, smem, st.native()>>>(p);
         MSA_CUDA_CHECK_LAUNCH();
         if (p.splits > 1) {
           constexpr int kMergeThreads = 256;

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "backends/cuda/common.cuh"
+#include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/training_rows.cuh"
 
 namespace msa::MSA_GPU_NS {
@@ -21,13 +22,15 @@ inline constexpr int kTileKeys = 32;
 inline constexpr int kTileGroups = kTileThreads / kTileKeys;  // 4
 inline constexpr int kKStride = kTileKeys + 1;                // floats per dim of Kt / Vt
 
-// Query rows per tile: the tile set stays under 48 KiB of static shared memory
-// (DP = 128: 2 * 128 * 33 + 2 * 8 * 128 + 2 * 8 * 32 floats = 43 KiB).
+// Query rows per tile, for the largest tile set that stays under 64 KiB (AMD's LDS limit;
+// CUDA opts in above 48 KiB): DP = 96 takes 57 KiB, DP = 128 (16 rows) 53 KiB. 32 rows
+// give score_tile 2 + 2 * 8 shared loads per 4 dims for 64 FMAs.
 template <int DP>
 constexpr int tile_queries() {
-  return DP <= 64 ? 32 : DP <= 96 ? 16 : 8;
+  return DP <= 96 ? 32 : 16;
 }
 
+// The tile set, in dynamic shared memory (tiles_smem: sizeof(BwdTiles<DP>) bytes).
 template <int DP>
 struct BwdTiles {
   static constexpr int BQ = tile_queries<DP>();
@@ -57,6 +60,15 @@ __global__ void __launch_bounds__(kThreads) tile_delta_kernel(const void* dout, 
     for (int d = 0; d < D; ++d) acc = fmaf(Elem<DT>::load(o[r * D + d]), Elem<DT>::load(y[r * D + d]), acc);
     delta[r] = acc;
   }
+}
+
+// Sets a tiled kernel's dynamic shared memory limit and returns its size.
+template <auto Kernel, int DP>
+int tiles_smem(const Stream& st) {
+  constexpr int bytes = static_cast<int>(sizeof(BwdTiles<DP>));
+  static_assert(bytes <= 64 * 1024, "the tiles must fit AMD's 64 KiB of LDS");
+  allow_smem<Kernel>(bytes, st.props().index);
+  return bytes;
 }
 
 // Stages key rows 0 .. kTileKeys - 1 of K and V transposed: key_off(r) is row r's element

@@ -45,7 +45,8 @@ struct PatchGrad {
 // Persistent over (key chunk, head).
 template <int DT, int DP>
 __global__ void __launch_bounds__(kTileThreads) key_grads_kernel(PatchGrad p) {
-  __shared__ BwdTiles<DP> s;
+  extern __shared__ __align__(16) char tiles_mem[];
+  BwdTiles<DP>& s = *reinterpret_cast<BwdTiles<DP>*>(tiles_mem);
   constexpr int BQ = BwdTiles<DP>::BQ;
   const int64_t work = int64_t{*p.key_count} * p.H;
   for (int64_t w = blockIdx.x; w < work; w += gridDim.x) {
@@ -73,7 +74,8 @@ __global__ void __launch_bounds__(kTileThreads) key_grads_kernel(PatchGrad p) {
 // chunks: the call is flagged).
 template <int DT, int DP>
 __global__ void __launch_bounds__(kTileThreads) query_grads_kernel(PatchGrad p) {
-  __shared__ BwdTiles<DP> s;
+  extern __shared__ __align__(16) char tiles_mem[];
+  BwdTiles<DP>& s = *reinterpret_cast<BwdTiles<DP>*>(tiles_mem);
   const int count = *p.query_count;
   if (count == 0) {
     const int64_t n = p.N * p.H * p.D;
@@ -110,7 +112,7 @@ void patch_attention_3d_backward(hal::Stream& s, const ops::PatchAttention3dBack
   const int n_items = static_cast<int>(a.items.dim(0));
   if (N == 0 && n_items == 0) return;
   auto& st = gpu_stream(s);
-  const int BQ = D <= 64 ? tile_queries<64>() : D <= 96 ? tile_queries<96>() : tile_queries<128>();
+  const int BQ = D <= 96 ? tile_queries<96>() : tile_queries<128>();
   // Chunks of `rows` tokens: N / rows full ones plus at most one partial chunk per window.
   const int64_t key_chunks = N / kTileKeys + N + 1, query_chunks = N / BQ + N + 1;
   char* ws = static_cast<char*>(st.workspace(static_cast<size_t>(key_chunks + query_chunks) * sizeof(int4) + 64 +
@@ -156,9 +158,11 @@ void patch_attention_3d_backward(hal::Stream& s, const ops::PatchAttention3dBack
                                                           const_cast<float*>(p.delta));
     MSA_CUDA_CHECK_LAUNCH();
     MSA_DISPATCH_TILE_DP(D, DP, {
-      key_grads_kernel<DT, DP><<<grid(kTileKeys), kTileThreads, 0, st.native()>>>(p);
+      const int smem = tiles_smem<key_grads_kernel<DT, DP>, DP>(st);
+      key_grads_kernel<DT, DP><<<grid(kTileKeys), kTileThreads, smem, st.native()>>>(p);
       MSA_CUDA_CHECK_LAUNCH();
-      query_grads_kernel<DT, DP><<<grid(BwdTiles<DP>::BQ), kTileThreads, 0, st.native()>>>(p);
+      const int smem_q = tiles_smem<query_grads_kernel<DT, DP>, DP>(st);
+      query_grads_kernel<DT, DP><<<grid(BwdTiles<DP>::BQ), kTileThreads, smem_q, st.native()>>>(p);
       MSA_CUDA_CHECK_LAUNCH();
     });
   });
