@@ -83,7 +83,7 @@ struct DqTiling {
 // shared memory for 2 * 32 * D staged K/V elements (the old per-slot kernel re-read q and
 // dout per slot and reduced every dot product across a wave).
 template <int DT, int DP>
-__global__ void __launch_bounds__(kTileThreads) paged_dq_kernel(PagedGrad p, DqTiling tl, int64_t T) {
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) paged_dq_kernel(PagedGrad p, DqTiling tl, int64_t T) {
   extern __shared__ __align__(16) char tiles_mem[];
   BwdTiles<DP>& s = *reinterpret_cast<BwdTiles<DP>*>(tiles_mem);
   constexpr int BQ = BwdTiles<DP>::BQ;
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kTileThreads) paged_dq_kernel(PagedGrad p, DqT
 // call of few pages enough CTAs (a page x KV head x 32-slot chunk alone is ~256 CTAs
 // for T = 4096, Bs = 64, Hkv = 2).
 template <int DT, int DP>
-__global__ void __launch_bounds__(kTileThreads) paged_dkdv_kernel(PagedGrad p) {
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) paged_dkdv_kernel(PagedGrad p) {
   static_assert(kSlotChunk == kTileKeys, "a slab chunk is one key tile");
   extern __shared__ __align__(16) char tiles_mem[];
   BwdTiles<DP>& s = *reinterpret_cast<BwdTiles<DP>*>(tiles_mem);

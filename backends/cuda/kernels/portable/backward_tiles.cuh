@@ -21,6 +21,10 @@ inline constexpr int kTileThreads = 128;
 inline constexpr int kTileKeys = 32;
 inline constexpr int kTileGroups = kTileThreads / kTileKeys;  // 4
 inline constexpr int kKStride = kTileKeys + 1;                // floats per dim of Kt / Vt
+// CTAs per SM the tiled kernels are built for (__launch_bounds__): as many as the largest
+// tile set's shared memory allows on sm_90 (3 x 57 KiB), and up to 170 registers a thread,
+// which score_tile's unrolled loads take (at 4 CTAs ptxas caps them at 128 and spills).
+inline constexpr int kTileMinBlocks = 3;
 
 // Query rows per tile, for the largest tile set that stays under 64 KiB (AMD's LDS limit;
 // CUDA opts in above 48 KiB): DP = 96 takes 57 KiB, DP = 128 (16 rows) 53 KiB. 32 rows

@@ -44,7 +44,7 @@ struct PatchGrad {
 
 // Persistent over (key chunk, head).
 template <int DT, int DP>
-__global__ void __launch_bounds__(kTileThreads) key_grads_kernel(PatchGrad p) {
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) key_grads_kernel(PatchGrad p) {
   extern __shared__ __align__(16) char tiles_mem[];
   BwdTiles<DP>& s = *reinterpret_cast<BwdTiles<DP>*>(tiles_mem);
   constexpr int BQ = BwdTiles<DP>::BQ;
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kTileThreads) key_grads_kernel(PatchGrad p) {
 // Persistent over (query chunk, head); zeroes dq, dk, dv when items was invalid (no
 // chunks: the call is flagged).
 template <int DT, int DP>
-__global__ void __launch_bounds__(kTileThreads) query_grads_kernel(PatchGrad p) {
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) query_grads_kernel(PatchGrad p) {
   extern __shared__ __align__(16) char tiles_mem[];
   BwdTiles<DP>& s = *reinterpret_cast<BwdTiles<DP>*>(tiles_mem);
   const int count = *p.query_count;
