@@ -12,7 +12,7 @@
 namespace msa::MSA_GPU_NS::training_limits {
 
 inline constexpr int64_t kMaxHeadDim = 128;  // a head-dim row spread over one wave
-inline constexpr int64_t kMaxGroup = 16;     // query heads per KV head in the dq kernel
+inline constexpr int64_t kMaxGroup = 16;     // query heads per KV head, as the forward kernels
 // Raw entries (query block x selection row x k, or sequences x max_blocks) of the
 // inverse index: ids below 2^32 in its sort keys, positions in int.
 inline constexpr int64_t kMaxEntries = int64_t{1} << 30;

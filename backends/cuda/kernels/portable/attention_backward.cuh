@@ -1,16 +1,19 @@
 // The gradients of paged attention (sparse_block_attention_backward,
 // dense_attention_backward) in f32, deterministic run to run:
-//  - delta_kernel: delta = dot(dout, out) per query row;
-//  - paged_dq_kernel: one CTA per (token, KV head) walks the token's attended blocks; each
-//    warp takes every kWarps-th key slot of a block for the G query heads of the group,
-//    keeping dq in registers, and the warps' partials are summed in warp order;
+//  - tile_delta_kernel: delta = dot(dout, out) per query row;
+//  - paged_dq_kernel: one CTA per (tile of query rows, KV head) walks the rows' attended
+//    blocks in key tiles, recomputing P and dS, dq in registers;
 //  - paged_dkdv_kernel: one CTA per (page, KV head, kSlotChunk key slots) loops over the
-//    entries that attended the slab, from the inverse index (training_index.cuh), token
-//    by token; each warp owns its slots' dk / dv rows in registers. Slots no query
-//    attended stay 0; keys past a sequence's kv_len (slack slots) are never read into a sum.
+//    entries that attended the slab, from the inverse index (training_index.cuh), in
+//    tiles of query rows; dk / dv in registers. Slots no query attended stay 0; keys past
+//    a sequence's kv_len (slack slots) are never read into a sum.
+// Both are FlashAttention-2 backward tiles (backward_tiles.cuh): every gradient element
+// has one owning thread that sums in a fixed order (no atomics).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
+#include "backends/cuda/kernels/portable/backward_tiles.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/training_index.cuh"
 #include "backends/cuda/kernels/portable/training_rows.cuh"
@@ -34,127 +37,170 @@ struct PagedGrad {
   InverseIndex inv;
   int Hb = 1;      // buckets per page: Hkv (sparse per_kv_head) or 1 (one bucket per page)
   int chunks = 1;  // CTAs per slab: ceil(Bs / kSlotChunk)
+  // Row splits of the dk/dv kernel: splits > 1 writes split s's partial sums to
+  // part_dk / part_dv + s * plane (plane = P * Hkv * Bs * D), summed in split order after.
+  int splits = 1;
+  int64_t plane = 0;
+  float* part_dk = nullptr;
+  float* part_dv = nullptr;
 };
 
-// Rows h0 .. h0 + n - 1 of token t's q and dout as zero-padded f32 rows, and their lse
-// and delta. Call with every thread of the block (ends with a barrier).
-template <int DT, int kThreads>
-__device__ __forceinline__ void stage_group_rows(const PagedGrad& p, int64_t t, int h0, int n,
-                                                 float (*s_q)[kMaxHeadDim], float (*s_do)[kMaxHeadDim],
-                                                 float* s_lse, float* s_delta) {
-  using T = typename Elem<DT>::T;
-  for (int i = threadIdx.x; i < n * kMaxHeadDim; i += kThreads) {
-    const int h = i / kMaxHeadDim, d = i % kMaxHeadDim;
-    const int64_t at = (t * p.Hq + h0 + h) * p.D + d;
-    s_q[h][d] = d < p.D ? Elem<DT>::load(static_cast<const T*>(p.q)[at]) : 0.0f;
-    s_do[h][d] = d < p.D ? Elem<DT>::load(static_cast<const T*>(p.dout)[at]) : 0.0f;
-  }
-  for (int h = threadIdx.x; h < n; h += kThreads) {
-    s_lse[h] = p.lse[t * p.Hq + h0 + h];
-    s_delta[h] = p.delta[t * p.Hq + h0 + h];
-  }
-  __syncthreads();
+// CTAs per slab chunk of the dk/dv kernel: enough for about kDkdvTargetCtas CTAs in all,
+// from the shape alone (so the summation order is the same on every device).
+inline constexpr int64_t kDkdvTargetCtas = 1024;
+inline constexpr int kMaxDkdvSplits = 8;
+inline int dkdv_splits(int64_t slab_ctas) {
+  if (slab_ctas <= 0) return 1;
+  return static_cast<int>(std::clamp<int64_t>(kDkdvTargetCtas / slab_ctas, 1, kMaxDkdvSplits));
 }
 
-// grid: T x Hkv.
-template <int DT, int kThreads>
-__global__ void __launch_bounds__(kThreads) paged_dq_kernel(PagedGrad p) {
-  constexpr int kWarps = kThreads / kWarp;
-  __shared__ float s_q[kMaxGroup][kMaxHeadDim], s_do[kMaxGroup][kMaxHeadDim];
-  __shared__ float s_lse[kMaxGroup], s_delta[kMaxGroup], s_red[kMaxHeadDim];
-  const int64_t t = blockIdx.x / p.Hkv;
-  const int g = static_cast<int>(blockIdx.x % p.Hkv);
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int Bs = p.sets.bt.Bs, D = p.D;
-  stage_group_rows<DT, kThreads>(p, t, g * p.G, p.G, s_q, s_do, s_lse, s_delta);
-  const TokenAt tk = find_token(p.sets, static_cast<int>(t));
-  float acc[kMaxGroup][kLaneDims] = {};
-  const int row = p.sets.Hs == 1 ? 0 : g;
-  for_each_attended(p.sets, tk, row, [&](int, int64_t page, int slots) {
-    const int64_t slab = (page * p.Hkv + g) * Bs * int64_t{D};
-    for (int j = warp; j < slots; j += kWarps) {
-      float kr[kLaneDims], vr[kLaneDims];
-      lane_row<DT>(p.kc, slab + int64_t{j} * D, D, lane, kr);
-      lane_row<DT>(p.vc, slab + int64_t{j} * D, D, lane, vr);
-#pragma unroll
-      for (int h = 0; h < kMaxGroup; ++h) {
-        if (h < p.G && !is_neg_inf(s_lse[h])) {
-          float qr[kLaneDims], dr[kLaneDims];
-          lane_row_f32(s_q[h], lane, qr);
-          lane_row_f32(s_do[h], lane, dr);
-          const float pr = expf(p.scale * lane_dot(qr, kr) - s_lse[h]);
-          const float ds = pr * (lane_dot(dr, vr) - s_delta[h]);
-          lane_axpy(acc[h], p.scale * ds, kr);
-        }
-      }
+// dk[i] = sum over s of part_dk[s * plane + i] in split order (and dv).
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) dkdv_merge_kernel(PagedGrad p) {
+  for (int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x; i < p.plane; i += int64_t{gridDim.x} * kThreads) {
+    float k = 0.0f, v = 0.0f;
+    for (int sp = 0; sp < p.splits; ++sp) {
+      k += p.part_dk[sp * p.plane + i];
+      v += p.part_dv[sp * p.plane + i];
     }
-  });
-  float* dq = p.dq + (t * p.Hq + g * p.G) * D;
-#pragma unroll
-  for (int h = 0; h < kMaxGroup; ++h) {
-    if (h < p.G) {
-      sum_warp_rows<kThreads>(acc[h], D, s_red);
-      for (int d = threadIdx.x; d < D; d += kThreads) dq[int64_t{h} * D + d] = s_red[d];
-      __syncthreads();  // s_red is reused by the next head
-    }
+    p.dk[i] = k;
+    p.dv[i] = v;
   }
 }
 
-// grid: P x Hkv x chunks.
-template <int DT, int kThreads>
-__global__ void __launch_bounds__(kThreads) paged_dkdv_kernel(PagedGrad p) {
-  constexpr int kWarps = kThreads / kWarp, kSpw = kSlotChunk / kWarps;
-  static_assert(kSpw >= 1 && kSpw * kWarps == kSlotChunk, "kSlotChunk must split evenly over the warps");
-  __shared__ float s_q[kMaxGroup][kMaxHeadDim], s_do[kMaxGroup][kMaxHeadDim];
-  __shared__ float s_lse[kMaxGroup], s_delta[kMaxGroup];
+// Query tiles of the dq kernel: tile_heads heads of the group x tile_tokens consecutive
+// tokens (<= BQ rows), head_chunks tiles across the group.
+struct DqTiling {
+  int tile_heads = 1, tile_tokens = 1, head_chunks = 1;
+  DqTiling(int G, int BQ)
+      : tile_heads(G < BQ ? G : BQ), tile_tokens(BQ / tile_heads), head_chunks((G + tile_heads - 1) / tile_heads) {}
+};
+
+// grid: ceil(T / tile_tokens) x Hkv x head_chunks. The tile's tokens are taken in runs of
+// one sequence and query block (the same selected blocks); a run stages its rows once and
+// walks the blocks the run's last token attends, kTileKeys slots at a time, each row
+// limited to its own causal slots. Per 32 keys x BQ rows x D: 3 * 32 * BQ * D FMAs from
+// shared memory for 2 * 32 * D staged K/V elements (the old per-slot kernel re-read q and
+// dout per slot and reduced every dot product across a wave).
+template <int DT, int DP>
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) paged_dq_kernel(PagedGrad p, DqTiling tl, int64_t T) {
+  extern __shared__ __align__(16) char tiles_mem[];
+  BwdTiles<DP>& s = *reinterpret_cast<BwdTiles<DP>*>(tiles_mem);
+  constexpr int BQ = BwdTiles<DP>::BQ;
   int64_t x = blockIdx.x;
+  const int hc = static_cast<int>(x % tl.head_chunks);
+  x /= tl.head_chunks;
+  const int g = static_cast<int>(x % p.Hkv);
+  const int64_t t_first = x / p.Hkv * tl.tile_tokens;
+  const int64_t t_end = min(T, t_first + tl.tile_tokens);
+  const int h0 = g * p.G + hc * tl.tile_heads, nh = min(tl.tile_heads, p.G - hc * tl.tile_heads);
+  const int Bs = p.sets.bt.Bs, D = p.D;
+  const int sel_row = p.sets.Hs == 1 ? 0 : g;
+  for (int64_t ta = t_first; ta < t_end;) {
+    const TokenAt first = find_token(p.sets, static_cast<int>(ta));
+    int64_t tb = ta + 1;
+    TokenAt last = first;
+    while (tb < t_end) {
+      const TokenAt n = find_token(p.sets, static_cast<int>(tb));
+      if (n.b != first.b || n.qb != first.qb) break;
+      last = n;
+      ++tb;
+    }
+    const int nrows = static_cast<int>(tb - ta) * nh;
+    const auto row_of = [&](int r) { return r < nrows ? (ta + r / nh) * p.Hq + h0 + r % nh : int64_t{-1}; };
+    __syncthreads();  // the previous run is done with the tiles
+    stage_queries<DT, DP>(s, p.q, p.dout, p.lse, p.delta, D, row_of);
+    QueryGrads<DP> acc;
+    for_each_attended(p.sets, last, sel_row, [&](int c, int64_t page, int slots) {
+      const int64_t slab = (page * p.Hkv + g) * Bs * int64_t{D};
+      for (int k0 = 0; k0 < slots; k0 += kTileKeys) {
+        const int nk = min(kTileKeys, slots - k0);
+        __syncthreads();  // queries staged; the previous key tile is consumed
+        stage_keys<DT, DP>(s, p.kc, p.vc, D, [&](int r) { return r < nk ? slab + int64_t{k0 + r} * D : int64_t{-1}; });
+        for (int r = threadIdx.x; r < BQ; r += kTileThreads)
+          s.lim[r] = r < nrows ? attended_slots(Bs, first.pos + r / nh, c) - k0 : 0;
+        __syncthreads();
+        score_tile<DP, false, true>(s, nk, p.scale);
+        __syncthreads();
+        acc.add(s);
+      }
+    });
+    acc.store(p.dq, D, row_of);
+    ta = tb;
+  }
+}
+
+// grid: P x Hkv x chunks x splits. One CTA owns kTileKeys slots of a slab (K/V staged
+// once) and loops over its share (1 / splits, in order) of the query-row tiles of the
+// entries that attended the slab, from the inverse index (training_index.cuh): BQ rows
+// per tile (token-major, the G heads of each token), each row limited to its causal
+// slots; dk / dv in registers. A slab's rows are serial work, so the splits give a
+// call of few pages enough CTAs (a page x KV head x 32-slot chunk alone is ~256 CTAs
+// for T = 4096, Bs = 64, Hkv = 2).
+template <int DT, int DP>
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) paged_dkdv_kernel(PagedGrad p) {
+  static_assert(kSlotChunk == kTileKeys, "a slab chunk is one key tile");
+  extern __shared__ __align__(16) char tiles_mem[];
+  BwdTiles<DP>& s = *reinterpret_cast<BwdTiles<DP>*>(tiles_mem);
+  constexpr int BQ = BwdTiles<DP>::BQ;
+  int64_t x = blockIdx.x;
+  const int split = static_cast<int>(x % p.splits);
+  x /= p.splits;
   const int chunk = static_cast<int>(x % p.chunks);
   x /= p.chunks;
   const int g = static_cast<int>(x % p.Hkv);
   const int64_t page = x / p.Hkv;
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int Bs = p.sets.bt.Bs, D = p.D;
-  const int j0 = chunk * kSlotChunk + warp * kSpw;  // this warp's first slot
+  const int Bs = p.sets.bt.Bs, D = p.D, G = p.G;
+  const int j0 = chunk * kTileKeys, nslot = min(kTileKeys, Bs - j0);
   const int64_t slab = (page * p.Hkv + g) * Bs * int64_t{D};
   const int64_t bucket = page * p.Hb + (p.Hb == 1 ? 0 : g);
   const int w0 = p.inv.begin[bucket], w1 = p.inv.begin[bucket + 1];
-  float kr[kSpw][kLaneDims], vr[kSpw][kLaneDims], ak[kSpw][kLaneDims] = {}, av[kSpw][kLaneDims] = {};
-#pragma unroll
-  for (int s = 0; s < kSpw; ++s) {
-    const bool live = w1 > w0 && j0 + s < Bs;  // slot memory exists (slack keys are never summed)
-    lane_row<DT>(p.kc, slab + int64_t{live ? j0 + s : 0} * D, live ? D : 0, lane, kr[s]);
-    lane_row<DT>(p.vc, slab + int64_t{live ? j0 + s : 0} * D, live ? D : 0, lane, vr[s]);
+  const auto reaches = [&](const Entry& en) {  // some token of the entry reaches this chunk
+    return attended_slots(Bs, en.p0 + (en.t1 - 1 - en.t0), en.c) > j0;
+  };
+  const auto tiles_of = [&](const Entry& en) { return (int64_t{en.t1 - en.t0} * G + BQ - 1) / BQ; };
+  int64_t lo = 0, hi = INT64_MAX;  // this split's tiles, numbered over the bucket's entries
+  if (p.splits > 1) {
+    int64_t n = 0;
+    for (int w = w0; w < w1; ++w) {
+      const Entry en = p.inv.at(w);
+      if (reaches(en)) n += tiles_of(en);
+    }
+    lo = n * split / p.splits;
+    hi = n * (split + 1) / p.splits;
   }
-  for (int w = w0; w < w1; ++w) {
+  const auto key_off = [&](int r) { return r < nslot ? slab + int64_t{j0 + r} * D : int64_t{-1}; };
+  KeyGrads<DP> acc;
+  if (w1 > w0 && hi > lo) stage_keys<DT, DP>(s, p.kc, p.vc, D, key_off);  // slack keys are never summed
+  int64_t tile = 0;
+  for (int w = w0; w < w1 && tile < hi; ++w) {
     const Entry en = p.inv.at(w);
-    for (int t = en.t0; t < en.t1; ++t) {
-      const int slots = attended_slots(Bs, en.p0 + (t - en.t0), en.c);
-      __syncthreads();  // the previous token's rows are no longer read
-      stage_group_rows<DT, kThreads>(p, t, g * p.G, p.G, s_q, s_do, s_lse, s_delta);
-      if (j0 >= slots) continue;  // uniform per warp
-      for (int h = 0; h < p.G; ++h) {
-        if (is_neg_inf(s_lse[h])) continue;
-        float qr[kLaneDims], dr[kLaneDims];
-        lane_row_f32(s_q[h], lane, qr);
-        lane_row_f32(s_do[h], lane, dr);
-#pragma unroll
-        for (int s = 0; s < kSpw; ++s) {
-          if (j0 + s < slots) {
-            const float pr = expf(p.scale * lane_dot(qr, kr[s]) - s_lse[h]);
-            const float ds = pr * (lane_dot(dr, vr[s]) - s_delta[h]);
-            lane_axpy(ak[s], p.scale * ds, qr);
-            lane_axpy(av[s], pr, dr);
-          }
-        }
-      }
+    if (!reaches(en)) continue;
+    const int64_t rows = int64_t{en.t1 - en.t0} * G, nt = tiles_of(en);
+    if (tile + nt <= lo) {
+      tile += nt;
+      continue;
+    }
+    for (int64_t r0 = 0; r0 < rows; r0 += BQ, ++tile) {
+      if (tile < lo || tile >= hi) continue;
+      const auto row_of = [&](int r) {
+        const int64_t i = r0 + r;
+        return i < rows ? (en.t0 + i / G) * p.Hq + g * G + i % G : int64_t{-1};
+      };
+      __syncthreads();  // K/V staged; the previous query tile is consumed
+      stage_queries<DT, DP>(s, p.q, p.dout, p.lse, p.delta, D, row_of);
+      for (int r = threadIdx.x; r < BQ; r += kTileThreads)
+        s.lim[r] = r0 + r < rows ? attended_slots(Bs, en.p0 + static_cast<int>((r0 + r) / G), en.c) - j0 : 0;
+      __syncthreads();
+      score_tile<DP, true, true>(s, nslot, p.scale);
+      __syncthreads();
+      acc.add(s, static_cast<int>(min(int64_t{BQ}, rows - r0)));
     }
   }
-#pragma unroll
-  for (int s = 0; s < kSpw; ++s) {
-    if (j0 + s >= Bs) continue;
-    store_lane_row(ak[s], D, lane, p.dk + slab + int64_t{j0 + s} * D);
-    store_lane_row(av[s], D, lane, p.dv + slab + int64_t{j0 + s} * D);
-  }
+  if (p.splits == 1)
+    acc.store(p.dk, p.dv, D, key_off);
+  else
+    acc.store(p.part_dk + split * p.plane, p.part_dv + split * p.plane, D, key_off);
 }
 
 // How a paged backward call selects its blocks: block_idx (sparse) or every causal block.
@@ -202,27 +248,49 @@ void paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::O
   const size_t si_at = plan.reserve<SeqInfo>(p.sets.bt.B);
   const size_t delta_at = plan.reserve<float>(T * Hq);
   const IndexPlan ip(plan, raw_entries(p.sets), P * p.Hb);
+  p.splits = dkdv_splits(P * Hkv * p.chunks);
+  p.plane = P * Hkv * Bs * D;
+  const size_t part_at = plan.reserve<float>(p.splits > 1 ? 2 * p.splits * p.plane : 0);
   char* ws = plan.allocate(st);
+  if (p.splits > 1) {
+    p.part_dk = reinterpret_cast<float*>(ws + part_at);
+    p.part_dv = p.part_dk + p.splits * p.plane;
+  }
   auto* si = reinterpret_cast<SeqInfo*>(ws + si_at);
   auto* delta = reinterpret_cast<float*>(ws + delta_at);
   p.sets.si = si;
   p.delta = delta;
   launch_seq_info(st, p.sets, sparse, si);
   p.inv = build_inverse(st, p.sets, p.Hb, ip, ws);
-  constexpr int kDeltaThreads = 256, kDqThreads = 128, kSlabThreads = 256;
+  constexpr int kDeltaThreads = 256;
   MSA_DISPATCH_ACT(a.q.dtype, DT, {
     if (T > 0) {
-      delta_kernel<DT, kDeltaThreads><<<grid_for(T * Hq * kWarp, kDeltaThreads, st.props()), kDeltaThreads, 0,
-                                        st.native()>>>(p.dout, a.out.template data<void>(), T * Hq, p.D, delta);
-      MSA_CUDA_CHECK_LAUNCH();
-      paged_dq_kernel<DT, kDqThreads><<<static_cast<unsigned>(T * Hkv), kDqThreads, 0, st.native()>>>(p);
+      tile_delta_kernel<DT, kDeltaThreads><<<grid_for(T * Hq, kDeltaThreads, st.props()), kDeltaThreads, 0,
+                                             st.native()>>>(p.dout, a.out.template data<void>(), T * Hq, p.D, delta);
       MSA_CUDA_CHECK_LAUNCH();
     }
-    if (P > 0 && Bs > 0) {
-      paged_dkdv_kernel<DT, kSlabThreads>
-          <<<static_cast<unsigned>(P * Hkv * p.chunks), kSlabThreads, 0, st.native()>>>(p);
-      MSA_CUDA_CHECK_LAUNCH();
-    }
+    MSA_DISPATCH_TILE_DP(D, DP, {
+      if (T > 0) {
+        const DqTiling tl(p.G, BwdTiles<DP>::BQ);
+        const int64_t tiles = (T + tl.tile_tokens - 1) / tl.tile_tokens;
+        const int smem = tiles_smem<paged_dq_kernel<DT, DP>, DP>(st);
+        paged_dq_kernel<DT, DP>
+            <<<static_cast<unsigned>(tiles * Hkv * tl.head_chunks), kTileThreads, smem, st.native()>>>(p, tl, T);
+        MSA_CUDA_CHECK_LAUNCH();
+      }
+      if (P > 0 && Bs > 0) {
+        const int smem = tiles_smem<paged_dkdv_kernel<DT, DP>, DP>(st);
+        paged_dkdv_kernel<DT, DP>
+            <<<static_cast<unsigned>(P * Hkv * p.chunks * p.splits), kTileThreads, smem, st.native()>>>(p);
+        MSA_CUDA_CHECK_LAUNCH();
+        if (p.splits > 1) {
+          constexpr int kMergeThreads = 256;
+          dkdv_merge_kernel<kMergeThreads>
+              <<<grid_for(p.plane, kMergeThreads, st.props()), kMergeThreads, 0, st.native()>>>(p);
+          MSA_CUDA_CHECK_LAUNCH();
+        }
+      }
+    });
   });
 }
 

@@ -1,6 +1,6 @@
 // Row helpers of the training kernels (the *_backward and indexer_kl files): a head-dim
 // row spread over a wave's lanes (lane l holds dims l, l + kWarp, ..; up to
-// kMaxHeadDim dims), its wave-wide dot product, and delta = dot(dout, out) per row.
+// kMaxHeadDim dims) and its wave-wide dot product.
 #pragma once
 #include <cstdint>
 
@@ -11,8 +11,6 @@ namespace msa::MSA_GPU_NS {
 
 inline constexpr int kMaxHeadDim = static_cast<int>(training_limits::kMaxHeadDim);
 inline constexpr int kLaneDims = kMaxHeadDim / kWarp;  // dims per lane
-// Largest GQA group the paged dq kernel keeps in registers.
-inline constexpr int kMaxGroup = static_cast<int>(training_limits::kMaxGroup);
 // Key slots of one CTA of the slab kernels (dk/dv, dki): a slab of Bs slots is covered
 // by ceil(Bs / kSlotChunk) CTAs, each warp owning kSlotChunk / warps of them.
 inline constexpr int kSlotChunk = 32;
@@ -74,21 +72,6 @@ __device__ __forceinline__ void sum_warp_rows(const float (&acc)[kLaneDims], int
       }
     }
     __syncthreads();
-  }
-}
-
-// delta[r] = dot(dout[r], out[r]) in f32 for rows of D elements: one wave per row.
-template <int DT, int kThreads>
-__global__ void __launch_bounds__(kThreads) delta_kernel(const void* dout, const void* out, int64_t rows, int D,
-                                                         float* delta) {
-  const int lane = threadIdx.x % kWarp;
-  constexpr int kWaves = kThreads / kWarp;
-  for (int64_t r = int64_t{blockIdx.x} * kWaves + threadIdx.x / kWarp; r < rows; r += int64_t{gridDim.x} * kWaves) {
-    float a[kLaneDims], b[kLaneDims];
-    lane_row<DT>(dout, r * D, D, lane, a);
-    lane_row<DT>(out, r * D, D, lane, b);
-    const float s = lane_dot(a, b);
-    if (lane == 0) delta[r] = s;
   }
 }
 
