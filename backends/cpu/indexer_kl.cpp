@@ -56,7 +56,7 @@ HWY_BEFORE_NAMESPACE();
 namespace msa::cpu {
 namespace HWY_NAMESPACE {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kKlNegInf = -std::numeric_limits<float>::infinity();
 
 using DD = hn::ScalableTag<double>;
 using VD = hn::Vec<DD>;
@@ -168,7 +168,7 @@ void KlScores(KlInputs& c, const InverseIndex& inv) {
         }
         for (int64_t h = kh * c.G; h < (kh + 1) * c.G; ++h) {
           const float l = c.lse[static_cast<size_t>(t * c.Hq + h)];
-          if (l == kNegInf) continue;  // adds nothing to the target
+          if (l == kKlNegInf) continue;  // adds nothing to the target
           const float* qr = c.q.data() + (t * c.Hq + h) * c.D;
           std::copy(qr, qr + c.D, rows + n * static_cast<size_t>(c.D));
           meta[n] = l;
@@ -209,10 +209,10 @@ void KlRows(KlInputs& c, float* kl, float* dqi) {
       return hn::FirstN(df, std::min(N, static_cast<size_t>(c.visible(t, c.tb.list[static_cast<size_t>(e)])) - j));
     };
     auto slots = [&](int64_t e) { return static_cast<size_t>(c.visible(t, c.tb.list[static_cast<size_t>(e)])); };
-    VF mx = hn::Set(df, kNegInf);
+    VF mx = hn::Set(df, kKlNegInf);
     for (int64_t e = e0; e < e1; ++e)
       for (size_t j = 0; j < slots(e); j += N)
-        mx = hn::Max(mx, hn::IfThenElse(vis_mask(e, j), hn::LoadU(df, c.logit + e * kpad + j), hn::Set(df, kNegInf)));
+        mx = hn::Max(mx, hn::IfThenElse(vis_mask(e, j), hn::LoadU(df, c.logit + e * kpad + j), hn::Set(df, kKlNegInf)));
     const float m = hn::GetLane(hn::MaxOfLanes(df, mx));
     VF sum = hn::Zero(df);
     const VF mv = hn::Set(df, m);
