@@ -92,8 +92,8 @@ PRESETS = {
 
 
 def training_ops_device(device):
-    """Where msa's ops run: `device`, or the CPU when its backend has no backward ops
-    (docs/training.md: the GPU backends refuse them); the torch parts stay on `device`."""
+    """Where msa's ops run: `device`, or the CPU when msa's backend for it refuses the
+    backward ops (docs/training.md); the torch parts stay on `device`."""
     if device.type == "cpu":
         return device
     i32 = dict(dtype=torch.int32, device=device)
