@@ -18,5 +18,8 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/msa-config-version.cmake
 install(FILES ${CMAKE_BINARY_DIR}/msa-config.cmake ${CMAKE_BINARY_DIR}/msa-config-version.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/msa)
 if(TARGET msa_cli)
+  # The installed CLI finds the installed libmsa relative to itself (bin/ -> lib/).
+  file(RELATIVE_PATH _bin_to_lib ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR} ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR})
+  set_target_properties(msa_cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_bin_to_lib}")
   install(TARGETS msa_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
