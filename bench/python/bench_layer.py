@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 import msa
 from msa.torch import MSAWrapper
-from results import save_figure, write_json
+from results import log_bar_chart, write_json
 
 M3 = dict(Hq=64, Hkv=4, D=128, Hi=4, Di=128, Bs=128, k=16, n_sink=0, n_local=1)
 TINY = dict(Hq=4, Hkv=2, D=32, Hi=2, Di=32, Bs=16, k=4, n_sink=0, n_local=1)
@@ -445,30 +445,9 @@ def print_table(rows):
 
 
 def plot(rows, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib missing: no plot")
-        return
-    fig, ax = plt.subplots(figsize=(11, 5))
-    width = 0.8 / len(METHODS)
-    for i, m in enumerate(METHODS):
-        xs = [j + i * width for j, r in enumerate(rows) if isinstance(r.get(m), float)]
-        ys = [r[m] for r in rows if isinstance(r.get(m), float)]
-        if ys:
-            ax.bar(xs, ys, width, label=m[:-3])
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rows))])
-    ax.set_xticklabels([r["case"] for r in rows], rotation=20, ha="right")
-    ax.set_yscale("log")
-    ax.set_ylabel("median ms per layer call (log)")
-    ax.set_title("MSA layer from Python vs msa CLI, PyTorch-native MSA and dense SDPA")
-    ax.grid(True, axis="y", which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=120)
-    print("wrote", path)
+    series = {m[:-3]: [r.get(m) for r in rows] for m in METHODS}
+    log_bar_chart(path, [r["case"] for r in rows], series, ylabel="median ms per layer call (log)",
+                  title="MSA layer from Python vs msa CLI, PyTorch-native MSA and dense SDPA", rotation=20)
 
 
 def parse_args(argv=None):

@@ -17,8 +17,6 @@ MSAWrapper.run; plus each loop's time to completion per call.
     PYTHONPATH=build/python python3 bench/python/bench_overhead.py [--quick] [--json out.json]
 """
 import argparse
-import json
-import os
 import statistics
 import sys
 import time

@@ -45,7 +45,7 @@ import torch
 
 import msa
 from bench_layer import GIB, Timer, print_sizes, sdpa
-from results import save_figure, write_json
+from results import log_bar_chart, write_json
 
 M3 = dict(Hq=64, Hkv=4, D=128, Hi=4, Di=128, Bs=128, k=16)
 TINY = dict(Hq=4, Hkv=2, D=32, Hi=2, Di=32, Bs=16, k=4)
@@ -457,37 +457,17 @@ def print_table(rows, ceiling):
 
 
 def plot(rows, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib missing: no plot")
-        return
     ops = ["msa_fwd", "msa_bwd", "msa_kl", "msa_layer", "torch_sparse_fwd_bwd", "sdpa_fwd", "sdpa_bwd"]
     groups = sorted({(r["L"], r["selection"]) for r in rows if "selection" in r})
-    fig, ax = plt.subplots(figsize=(11, 5))
-    width = 0.8 / len(ops)
-    for i, op in enumerate(ops):
-        xs, ys = [], []
-        for j, (L, kind) in enumerate(groups):
-            v = [r["ms"] for r in rows if r["op"] == op and r["L"] == L and r.get("selection", kind) == kind
-                 and r.get("ms")]
-            if v:
-                xs.append(j + i * width)
-                ys.append(v[0])
-        if ys:
-            ax.bar(xs, ys, width, label=op)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(groups))])
-    ax.set_xticklabels([f"L={L} {kind}" for L, kind in groups])
-    ax.set_yscale("log")
-    ax.set_ylabel("median ms (log)")
-    ax.set_title("MSA training ops vs dense SDPA and a PyTorch-native sparse backward")
-    ax.grid(True, axis="y", which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=120)
-    print("wrote", path)
+
+    def median_of(op, L, kind):
+        v = [r["ms"] for r in rows if r["op"] == op and r["L"] == L and r.get("selection", kind) == kind
+             and r.get("ms")]
+        return float(v[0]) if v else None
+
+    series = {op: [median_of(op, L, kind) for L, kind in groups] for op in ops}
+    log_bar_chart(path, [f"L={L} {kind}" for L, kind in groups], series, ylabel="median ms (log)",
+                  title="MSA training ops vs dense SDPA and a PyTorch-native sparse backward")
 
 
 def parse_args(argv=None):

@@ -28,3 +28,32 @@ def write_json(path, obj):
 
 def save_figure(fig, path, **kw):
     _replace_with(path, lambda f: fig.savefig(f, format=os.path.splitext(path)[1][1:] or "png", **kw))
+
+
+def log_bar_chart(path, groups, series, *, ylabel, title, rotation=0):
+    """A grouped bar chart on a log axis, written to `path` (temp file + rename):
+    series maps a label to one value (or None: no bar) per group name. Prints a notice and
+    writes nothing without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
+    fig, ax = plt.subplots(figsize=(11, 5))
+    width = 0.8 / max(1, len(series))
+    for i, (label, values) in enumerate(series.items()):
+        bars = [(j + i * width, v) for j, v in enumerate(values) if isinstance(v, float) and v > 0]
+        if bars:
+            ax.bar([x for x, _ in bars], [v for _, v in bars], width, label=label)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(groups))])
+    ax.set_xticklabels(groups, rotation=rotation, ha="right" if rotation else "center")
+    ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    print("wrote", path)
