@@ -5,7 +5,6 @@ block_topk) is not differentiated. msa.sparse_block_attention and friends route 
 themselves when an input requires grad."""
 import torch
 
-import msa
 from msa import _ops, _training
 
 
