@@ -17,12 +17,27 @@ float kl_target(uint t, uint g, uint page, uint j) {
     float l = lse_d[pc.off_lse + t * pc.Hq + h];
     if (l == NEG_INF) continue;
     uint qo = pc.off_q + (t * pc.Hq + h) * pc.D, ko = pc.off_k + ((page * pc.Hkv + h / G) * pc.Bs + j) * pc.D;
-    float qk = 0.0;
-    // In unrolled runs of 64 dims: lavapipe counts every loop iteration (common.glsl).
+    // q.k as a compensated dot product (Ogita, Rump and Oishi's Dot2: error-free products
+    // by fma, error-free sums by TwoSum), so it rounds as the exactly computed score does:
+    // where lse is a lone slot's own score the argument is exactly 0 and p = 1, as in the
+    // f64 reference, instead of an ulp away from it. In unrolled runs of 64 dims: lavapipe
+    // counts every loop iteration (common.glsl).
+    float qk = 0.0, err = 0.0;
     for (uint d0 = 0u; d0 < pc.D; d0 += 64u)
       [[unroll]] for (uint u = 0u; u < 64u; ++u)
-        if (d0 + u < pc.D) qk += LD(A_TYPE, q_d, qo + d0 + u) * LD(A_TYPE, k_d, ko + d0 + u);
-    sum += exp(pc.scale * qk - l);
+        if (d0 + u < pc.D) {
+          float a = LD(A_TYPE, q_d, qo + d0 + u), b = LD(A_TYPE, k_d, ko + d0 + u);
+          precise float prod = a * b;
+          precise float prod_err = fma(a, b, -prod);
+          precise float s = qk + prod;
+          precise float bv = s - qk;
+          precise float sum_err = (qk - (s - bv)) + (prod - bv);
+          qk = s;
+          err += sum_err + prod_err;
+        }
+    float arg = pc.scale * (qk + err) - l;
+    // exp(0) = 1 exactly (GLSL allows exp a few ulp of error even there).
+    sum += arg == 0.0 ? 1.0 : exp(arg);
   }
   return sum / float(nh);
 }
