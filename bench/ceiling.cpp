@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "ops/cases/device_io.h"
+#include "check/device_io.h"
 #include "ops/ops.h"
 #include "tools/median.h"
 

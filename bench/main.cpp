@@ -1,4 +1,4 @@
-// msa-bench: times every perf case of the case library (ops/cases) on one backend or all,
+// msa-bench: times every perf case of the case library (check/) on one backend or all,
 // with device events around each call (manual time), and reports the median time, the
 // bytes and FLOPs that must move / be done, GB/s, TFLOP/s and the fraction of the
 // ceiling measured once in this run (bench/ceiling.h). The msa_layer cases also time
@@ -31,7 +31,7 @@
 #include "bench/ceiling.h"
 #include "hal/error.h"
 #include "hal/registry.h"
-#include "ops/cases/case.h"
+#include "check/case.h"
 #include "tools/median.h"
 
 namespace msa::bench {

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "hal/error.h"
+#include "ops/attention_checks.h"
 #include "ops/checks.h"
 #include "ops/ops.h"
 
@@ -13,13 +14,13 @@ using detail::Checker;
 using hal::DType;
 using hal::OpId;
 
-constexpr std::initializer_list<DType> kAct = {DType::f32, DType::bf16, DType::f16};
+using detail::kActDtypes;
 
 // A tensor of any rank 1..4, viewed as rows over its last dim.
 void rows_tensor(const Checker& c, const Tensor& t, const std::string& arg) {
   MSA_REQUIRE(c, t.present(), arg, "is required but absent");
   MSA_REQUIRE(c, t.rank >= 1, arg, "must have rank >= 1");
-  c.tensor(t, arg, t.rank, kAct);
+  c.tensor(t, arg, t.rank, kActDtypes);
 }
 
 void elementwise_out(const Checker& c, const Tensor& y, const Tensor& x, const std::string& xname,
@@ -33,7 +34,7 @@ void elementwise_out(const Checker& c, const Tensor& y, const Tensor& x, const s
 
 void matmul(hal::Device& device, const MatmulArgs& a) {
   Checker c(device, OpId::matmul);
-  c.tensor(a.x, "x", 2, kAct);
+  c.tensor(a.x, "x", 2, kActDtypes);
   c.tensor(a.w, "w", 2);
   c.same_dtype(a.w, "w", a.x, "x");
   c.dim(a.w, "w", 1, a.x.shape[1], "K (dim 1 of x)");
@@ -88,7 +89,7 @@ void layer_norm(hal::Device& device, const LayerNormArgs& a) {
 void rope(hal::Device& device, const RopeArgs& args) {
   Checker c(device, OpId::rope);
   RopeArgs a = args;
-  c.tensor(a.x, "x", 3, kAct);
+  c.tensor(a.x, "x", 3, kActDtypes);
   c.tensor(a.pos, "pos", 1, {DType::i32});
   c.dim(a.pos, "pos", 0, a.x.shape[0], "T");
   const int64_t D = a.x.shape[2];
@@ -103,7 +104,7 @@ void rope(hal::Device& device, const RopeArgs& args) {
 
 void rope_3d(hal::Device& device, const Rope3dArgs& a) {
   Checker c(device, OpId::rope_3d);
-  c.tensor(a.x, "x", 3, kAct);
+  c.tensor(a.x, "x", 3, kActDtypes);
   MSA_REQUIRE(c, a.x.shape[2] >= 6, "x", "head dim D must be >= 6 (2*floor(D/6) dims per axis)");
   c.tensor(a.pos, "pos", 2, {DType::i32});
   c.dim(a.pos, "pos", 0, a.x.shape[0], "N");
@@ -143,7 +144,7 @@ void add(hal::Device& device, const AddArgs& a) {
 
 void embedding(hal::Device& device, const EmbeddingArgs& a) {
   Checker c(device, OpId::embedding);
-  c.tensor(a.table, "table", 2, kAct);
+  c.tensor(a.table, "table", 2, kActDtypes);
   c.tensor(a.ids, "ids", 1, {DType::i32});
   c.tensor(a.y, "y", 2);
   c.same_dtype(a.y, "y", a.table, "table");
@@ -165,7 +166,7 @@ void embedding(hal::Device& device, const EmbeddingArgs& a) {
 void scatter_visual(hal::Device& device, const ScatterVisualArgs& a) {
   Checker c(device, OpId::scatter_visual);
   c.tensor(a.tokens, "tokens", 1, {DType::i32});
-  c.tensor(a.x, "x", 2, kAct);
+  c.tensor(a.x, "x", 2, kActDtypes);
   c.dim(a.x, "x", 0, a.tokens.shape[0], "T (length of tokens)");
   c.tensor(a.vis, "vis", 2);
   c.same_dtype(a.vis, "vis", a.x, "x");
@@ -186,7 +187,7 @@ void scatter_visual(hal::Device& device, const ScatterVisualArgs& a) {
 
 void argmax(hal::Device& device, const ArgmaxArgs& a) {
   Checker c(device, OpId::argmax);
-  c.tensor(a.x, "x", 2, kAct);
+  c.tensor(a.x, "x", 2, kActDtypes);
   MSA_REQUIRE(c, a.x.shape[1] >= 1, "x", "rows must have at least one element");
   c.tensor(a.idx, "idx", 1, {DType::i32});
   c.dim(a.idx, "idx", 0, a.x.shape[0], "M (dim 0 of x)");

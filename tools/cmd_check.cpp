@@ -4,7 +4,7 @@
 
 #include "hal/error.h"
 #include "hal/registry.h"
-#include "ops/cases/check.h"
+#include "check/check.h"
 #include "tools/commands.h"
 
 namespace msa::cli {

@@ -16,7 +16,7 @@
 #include "hal/host_tensor.h"
 #include "hal/registry.h"
 #include "ops/args.h"
-#include "ops/cases/rng.h"
+#include "check/rng.h"
 #include "tests/common/ref_device.h"
 
 namespace msa::cpu_ref_test {

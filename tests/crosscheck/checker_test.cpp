@@ -15,9 +15,9 @@
 #include "hal/host_device.h"
 #include "hal/registry.h"
 #include "ops/args.h"
-#include "ops/cases/case.h"
-#include "ops/cases/check.h"
-#include "ops/cases/compare.h"
+#include "check/case.h"
+#include "check/check.h"
+#include "check/compare.h"
 
 namespace msa::cases {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "hal/op_id.h"
 #include "hal/registry.h"
-#include "ops/cases/case.h"
+#include "check/case.h"
 
 namespace msa::cases {
 namespace {

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "hal/registry.h"
-#include "ops/cases/case.h"
-#include "ops/cases/device_io.h"
+#include "check/case.h"
+#include "check/device_io.h"
 
 namespace msa::cases {
 namespace {

@@ -12,9 +12,9 @@
 #include <string>
 
 #include "hal/registry.h"
-#include "ops/cases/attention_cases.h"
-#include "ops/cases/case.h"
-#include "ops/cases/training_cases.h"
+#include "check/attention_cases.h"
+#include "check/case.h"
+#include "check/training_cases.h"
 #include "run_util.h"
 
 namespace {

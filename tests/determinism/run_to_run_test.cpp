@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "hal/registry.h"
-#include "ops/cases/case.h"
+#include "check/case.h"
 #include "run_util.h"
 
 namespace {

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "hal/registry.h"
-#include "ops/cases/device_io.h"
+#include "check/device_io.h"
 
 namespace msa_test {
 

@@ -1,5 +1,5 @@
 // Shared by the determinism tests: which backends have a device here, and running one
-// case of the cross-check library (ops/cases) on a device to collect its raw outputs.
+// case of the cross-check library (check/) on a device to collect its raw outputs.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -8,7 +8,7 @@
 
 #include "hal/device.h"
 #include "hal/host_tensor.h"
-#include "ops/cases/case.h"
+#include "check/case.h"
 
 namespace msa_test {
 

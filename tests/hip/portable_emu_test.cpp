@@ -13,7 +13,7 @@
 
 #include "hal/op_id.h"
 #include "hal/registry.h"
-#include "ops/cases/case.h"
+#include "check/case.h"
 #include "tests/hip/emu/emu_device.h"
 
 namespace msa::cases {

@@ -16,7 +16,7 @@
 #if MSA_TEST_VULKAN_INTERNALS
 #include "backends/vulkan/device.h"
 #include "backends/vulkan/stream.h"
-#include "ops/cases/case.h"
+#include "check/case.h"
 
 namespace msa::vulkan_test {
 namespace {

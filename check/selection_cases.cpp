@@ -7,9 +7,9 @@
 #include "hal/error.h"
 #include "hal/host_tensor.h"
 
-#include "ops/cases/attention_args.h"
-#include "ops/cases/attention_cases.h"
-#include "ops/cases/attn_common.h"
+#include "check/attention_args.h"
+#include "check/attention_cases.h"
+#include "check/attn_common.h"
 #include "ops/ops.h"
 
 namespace msa::cases {

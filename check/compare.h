@@ -3,7 +3,7 @@
 #include <string>
 
 #include "hal/host_tensor.h"
-#include "ops/cases/case.h"
+#include "check/case.h"
 
 namespace msa::cases {
 

@@ -1,6 +1,6 @@
 // sparse_block_attention_backward, dense_attention_backward, patch_attention_3d_backward
 // and indexer_kl cases (docs/training.md).
-#include "ops/cases/training_cases.h"
+#include "check/training_cases.h"
 
 #include <algorithm>
 #include <exception>
@@ -9,8 +9,8 @@
 
 #include "hal/error.h"
 #include "hal/registry.h"
-#include "ops/cases/attention_args.h"
-#include "ops/cases/attn_common.h"
+#include "check/attention_args.h"
+#include "check/attn_common.h"
 #include "ops/ops.h"
 
 namespace msa::cases {

@@ -1,4 +1,4 @@
-#include "ops/cases/poison.h"
+#include "check/poison.h"
 
 #include <limits>
 #include <string>

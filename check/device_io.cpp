@@ -1,4 +1,4 @@
-#include "ops/cases/device_io.h"
+#include "check/device_io.h"
 
 #include <algorithm>
 #include <cstring>

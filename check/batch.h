@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "hal/host_tensor.h"
-#include "ops/cases/rng.h"
+#include "check/rng.h"
 
 namespace msa::cases {
 

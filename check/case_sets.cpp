@@ -6,11 +6,11 @@
 #include <string>
 
 #include "hal/error.h"
-#include "ops/cases/attention_cases.h"
-#include "ops/cases/case.h"
-#include "ops/cases/rng.h"
-#include "ops/cases/set_builders.h"
-#include "ops/cases/support_cases.h"
+#include "check/attention_cases.h"
+#include "check/case.h"
+#include "check/rng.h"
+#include "check/set_builders.h"
+#include "check/support_cases.h"
 
 namespace msa::cases {
 namespace sets {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "ops/args.h"
-#include "ops/cases/attention_cases.h"
-#include "ops/cases/case.h"
+#include "check/attention_cases.h"
+#include "check/case.h"
 
 namespace msa::cases {
 

@@ -1,6 +1,6 @@
 // sparse_block_attention, dense_attention and msa_layer cases, and the helpers shared
 // with the selection cases (selection_cases.cpp).
-#include "ops/cases/attention_cases.h"
+#include "check/attention_cases.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 #include <optional>
 
 #include "hal/nvfp4.h"
-#include "ops/cases/attention_args.h"
-#include "ops/cases/attn_common.h"
+#include "check/attention_args.h"
+#include "check/attn_common.h"
 #include "ops/ops.h"
 
 namespace msa::cases {

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/cases/set_builders.h"
+#include "check/set_builders.h"
 
 namespace msa::cases::sets {
 

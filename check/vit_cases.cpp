@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ops/cases/attn_common.h"
-#include "ops/cases/support_cases.h"
+#include "check/attn_common.h"
+#include "check/support_cases.h"
 #include "ops/ops.h"
 
 namespace msa::cases {

@@ -1,4 +1,4 @@
-#include "ops/cases/compare.h"
+#include "check/compare.h"
 
 #include <cmath>
 #include <cstring>

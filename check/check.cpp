@@ -1,4 +1,4 @@
-#include "ops/cases/check.h"
+#include "check/check.h"
 
 #include <chrono>
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include "hal/error.h"
 #include "hal/registry.h"
-#include "ops/cases/case.h"
+#include "check/case.h"
 
 namespace msa::cases {
 namespace {

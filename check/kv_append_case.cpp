@@ -1,8 +1,8 @@
 // kv_append case: this step's keys and values (and indexer keys) written into a paged
 // cache with shuffled pages whose slack slots hold NaN. The caches are in/out tensors
 // compared whole, so a write to any other slot fails.
-#include "ops/cases/attn_common.h"
-#include "ops/cases/support_cases.h"
+#include "check/attn_common.h"
+#include "check/support_cases.h"
 #include "ops/ops.h"
 
 namespace msa::cases {

@@ -1,4 +1,4 @@
-#include "ops/cases/batch.h"
+#include "check/batch.h"
 
 #include <algorithm>
 #include <cmath>

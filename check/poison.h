@@ -3,8 +3,8 @@
 // overflows f32, at token 0 of sequence 0 (which every query of that sequence may see).
 // The reference and the backend must then give NaN in the same rows.
 #pragma once
-#include "ops/cases/batch.h"
-#include "ops/cases/case.h"
+#include "check/batch.h"
+#include "check/case.h"
 
 namespace msa::cases {
 

@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/cases/attention_cases.h"
-#include "ops/cases/batch.h"
-#include "ops/cases/case.h"
+#include "check/attention_cases.h"
+#include "check/batch.h"
+#include "check/case.h"
 
 namespace msa::cases::detail {
 

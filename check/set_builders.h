@@ -1,4 +1,4 @@
-// What the case-set builders share (ops/cases/case_sets.cpp, nonfinite_sets.cpp,
+// What the case-set builders share (check/case_sets.cpp, nonfinite_sets.cpp,
 // training_sets.cpp): the dtypes, batch shapes and parameter helpers of the sets, and the
 // functional variations the forward and backward sets both take.
 #pragma once
@@ -7,10 +7,10 @@
 #include <memory>
 #include <vector>
 
-#include "ops/cases/attention_cases.h"
-#include "ops/cases/case.h"
-#include "ops/cases/support_cases.h"
-#include "ops/cases/training_cases.h"
+#include "check/attention_cases.h"
+#include "check/case.h"
+#include "check/support_cases.h"
+#include "check/training_cases.h"
 
 namespace msa::cases::sets {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "hal/device.h"
-#include "ops/cases/case.h"
+#include "check/case.h"
 
 namespace msa::cases {
 

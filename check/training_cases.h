@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "ops/args.h"
-#include "ops/cases/attention_cases.h"
-#include "ops/cases/case.h"
-#include "ops/cases/support_cases.h"
+#include "check/attention_cases.h"
+#include "check/case.h"
+#include "check/support_cases.h"
 
 namespace msa::cases {
 

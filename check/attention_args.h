@@ -4,9 +4,9 @@
 #include <string>
 
 #include "ops/args.h"
-#include "ops/cases/attention_cases.h"
-#include "ops/cases/batch.h"
-#include "ops/cases/case.h"
+#include "check/attention_cases.h"
+#include "check/batch.h"
+#include "check/case.h"
 
 namespace msa::cases {
 

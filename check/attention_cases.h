@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "ops/args.h"
-#include "ops/cases/case.h"
-#include "ops/cases/poison.h"
+#include "check/case.h"
+#include "check/poison.h"
 
 namespace msa::cases {
 

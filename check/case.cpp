@@ -1,11 +1,11 @@
-#include "ops/cases/case.h"
+#include "check/case.h"
 
 #include <algorithm>
 #include <exception>
 
 #include "hal/error.h"
-#include "ops/cases/compare.h"
-#include "ops/cases/device_io.h"
+#include "check/compare.h"
+#include "check/device_io.h"
 
 namespace msa::cases {
 

@@ -1,11 +1,11 @@
 // Cases of the supporting ops: matmul, rms_norm, layer_norm, rope, swiglu, gelu, add,
 // embedding, scatter_visual, argmax.
-#include "ops/cases/support_cases.h"
+#include "check/support_cases.h"
 
 #include <cmath>
 #include <limits>
 
-#include "ops/cases/attn_common.h"
+#include "check/attn_common.h"
 #include "ops/ops.h"
 
 namespace msa::cases {

@@ -1,4 +1,4 @@
-#include "ops/cases/attention_args.h"
+#include "check/attention_args.h"
 
 namespace msa::cases {
 

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/cases/poison.h"
-#include "ops/cases/set_builders.h"
+#include "check/poison.h"
+#include "check/set_builders.h"
 
 namespace msa::cases::sets {
 namespace {
