@@ -5,9 +5,9 @@
 #include <mutex>
 #include <vector>
 
-#include "ops/cases/attention_args.h"
-#include "ops/cases/attn_common.h"
-#include "ops/cases/training_cases.h"
+#include "check/attention_args.h"
+#include "check/attn_common.h"
+#include "check/training_cases.h"
 #include "ops/ops.h"
 
 namespace msa::cases {

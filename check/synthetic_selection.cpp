@@ -1,4 +1,4 @@
-#include "ops/cases/synthetic_selection.h"
+#include "check/synthetic_selection.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "hal/error.h"
-#include "ops/cases/rng.h"
+#include "check/rng.h"
 
 namespace msa::cases {
 namespace {

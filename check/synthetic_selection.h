@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "hal/host_tensor.h"
-#include "ops/cases/batch.h"
+#include "check/batch.h"
 
 namespace msa::cases {
 

@@ -7,16 +7,10 @@
 #include <memory>
 
 #include "ops/args.h"
-<<<<<<< HEAD:check/training_cases.h
 #include "check/attention_cases.h"
 #include "check/case.h"
 #include "check/support_cases.h"
-=======
-#include "ops/cases/attention_cases.h"
-#include "ops/cases/case.h"
-#include "ops/cases/support_cases.h"
-#include "ops/cases/synthetic_selection.h"
->>>>>>> ca37566 (msa-bench: msa_layer_backward cases (M3 layout from empty at 32K and 128K, random and correlated synthetic selections; dense forward + backward as the baseline), in the smoke run; the backward args built from the forward's in one place (attention_args)):ops/cases/training_cases.h
+#include "check/synthetic_selection.h"
 
 namespace msa::cases {
 

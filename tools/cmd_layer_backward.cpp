@@ -10,8 +10,8 @@
 #include "hal/error.h"
 #include "hal/host_device.h"
 #include "hal/registry.h"
-#include "ops/cases/batch.h"
-#include "ops/cases/synthetic_selection.h"
+#include "check/batch.h"
+#include "check/synthetic_selection.h"
 #include "tools/layer_train.h"
 
 namespace msa::cli {

@@ -4,7 +4,7 @@
 
 #include "hal/device.h"
 #include "hal/host_tensor.h"
-#include "ops/cases/device_io.h"
+#include "check/device_io.h"
 
 namespace msa::cli {
 

@@ -1,4 +1,4 @@
-// The synthetic training selections (ops/cases/synthetic_selection.h): every row is what
+// The synthetic training selections (check/synthetic_selection.h): every row is what
 // block_topk could return (ascending, distinct, valid, -1 padded, min(k, valid) blocks,
 // the forced blocks in), seeded, and the correlated kind drifts slowly.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <set>
 
 #include "hal/error.h"
-#include "ops/cases/synthetic_selection.h"
+#include "check/synthetic_selection.h"
 
 namespace {
 
