@@ -68,4 +68,29 @@ ops::DenseAttentionArgs dense_args(const AttnParams& p, const Bound& t, const st
   return a;
 }
 
+ops::SparseAttentionBackwardArgs sparse_backward_args(const ops::SparseAttentionArgs& f, const Bound& t,
+                                                      const std::string& dq, const std::string& dk,
+                                                      const std::string& dv) {
+  ops::SparseAttentionBackwardArgs a;
+  a.dout = t("dout");
+  a.q = f.q, a.k_cache = f.k_cache, a.v_cache = f.v_cache;
+  a.block_table = f.block_table, a.kv_len = f.kv_len, a.cu_q = f.cu_q;
+  a.Qb = f.Qb, a.NQ = f.NQ, a.mode = f.mode, a.block_idx = f.block_idx, a.scale = f.scale;
+  a.out = f.out, a.lse = f.lse;
+  a.dq = t(dq), a.dk_cache = t(dk), a.dv_cache = t(dv);
+  return a;
+}
+
+ops::DenseAttentionBackwardArgs dense_backward_args(const ops::DenseAttentionArgs& f, const Bound& t,
+                                                    const std::string& dq, const std::string& dk,
+                                                    const std::string& dv) {
+  ops::DenseAttentionBackwardArgs a;
+  a.dout = t("dout");
+  a.q = f.q, a.k_cache = f.k_cache, a.v_cache = f.v_cache;
+  a.block_table = f.block_table, a.kv_len = f.kv_len, a.cu_q = f.cu_q;
+  a.scale = f.scale, a.out = f.out, a.lse = f.lse;
+  a.dq = t(dq), a.dk_cache = t(dk), a.dv_cache = t(dv);
+  return a;
+}
+
 }  // namespace msa::cases

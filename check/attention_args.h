@@ -17,4 +17,13 @@ ops::SparseAttentionArgs sparse_args(const AttnParams& p, const Batch& b, const 
 ops::DenseAttentionArgs dense_args(const AttnParams& p, const Bound& t, const std::string& out = "out",
                                    const std::string& lse = "lse");
 
+// The backward of forward args f: the same inputs and selection, f's out/lse, dout from the
+// slot "dout" and the gradients from the slots named dq, dk, dv.
+ops::SparseAttentionBackwardArgs sparse_backward_args(const ops::SparseAttentionArgs& f, const Bound& t,
+                                                      const std::string& dq = "dq", const std::string& dk = "dk_cache",
+                                                      const std::string& dv = "dv_cache");
+ops::DenseAttentionBackwardArgs dense_backward_args(const ops::DenseAttentionArgs& f, const Bound& t,
+                                                    const std::string& dq = "dq", const std::string& dk = "dk_cache",
+                                                    const std::string& dv = "dv_cache");
+
 }  // namespace msa::cases

@@ -90,25 +90,10 @@ class PagedBackwardCase : public Case {
     return d;
   }
   Launch bind(hal::Device& dev, const Bound& t) const override {
-    if (sparse_) {
-      const ops::SparseAttentionArgs f = sparse_args(p_, batch_, t);
-      ops::SparseAttentionBackwardArgs a;
-      a.dout = t("dout");
-      a.q = f.q, a.k_cache = f.k_cache, a.v_cache = f.v_cache;
-      a.block_table = f.block_table, a.kv_len = f.kv_len, a.cu_q = f.cu_q;
-      a.Qb = f.Qb, a.NQ = f.NQ, a.mode = f.mode, a.block_idx = f.block_idx, a.scale = f.scale;
-      a.out = f.out, a.lse = f.lse;
-      a.dq = t("dq"), a.dk_cache = t("dk_cache"), a.dv_cache = t("dv_cache");
-      return make_launch(dev, op(), a, &ops::sparse_block_attention_backward);
-    }
-    const ops::DenseAttentionArgs f = dense_args(p_, t);
-    ops::DenseAttentionBackwardArgs a;
-    a.dout = t("dout");
-    a.q = f.q, a.k_cache = f.k_cache, a.v_cache = f.v_cache;
-    a.block_table = f.block_table, a.kv_len = f.kv_len, a.cu_q = f.cu_q;
-    a.scale = f.scale, a.out = f.out, a.lse = f.lse;
-    a.dq = t("dq"), a.dk_cache = t("dk_cache"), a.dv_cache = t("dv_cache");
-    return make_launch(dev, op(), a, &ops::dense_attention_backward);
+    if (sparse_)
+      return make_launch(dev, op(), sparse_backward_args(sparse_args(p_, batch_, t), t),
+                         &ops::sparse_block_attention_backward);
+    return make_launch(dev, op(), dense_backward_args(dense_args(p_, t), t), &ops::dense_attention_backward);
   }
   // Timed cases: the forward on the same inputs as the baseline. It writes its out / lse
   // over the given ones (the device's own forward of the same inputs, as in training).

@@ -10,6 +10,7 @@
 #include "check/attention_cases.h"
 #include "check/case.h"
 #include "check/support_cases.h"
+#include "check/synthetic_selection.h"
 
 namespace msa::cases {
 
@@ -28,5 +29,11 @@ std::unique_ptr<Case> patch_attention_3d_backward_case(const VitParams& p, bool 
 // dense_attention), qi [T][Hs][p.Di] of p.dtype, ki_cache of p.ki_dtype (bf16 or f32;
 // NaN in slack slots), and with `with_dkl` a random dkl (else absent: all ones).
 std::unique_ptr<Case> indexer_kl_case(const AttnParams& p, ops::KlStage stage, bool with_dkl, bool timed = false);
+
+// msa_layer_backward (perf): indexer_score -> block_topk (into its own outputs), then
+// sparse_block_attention, sparse_block_attention_backward and indexer_kl(stage sparse, dkl
+// absent) over a synthetic selection of `kind` (p.n_sink, p.n_local forced); the baseline
+// is dense_attention + dense_attention_backward on the same q, caches and dout.
+std::unique_ptr<Case> msa_layer_backward_case(const AttnParams& p, SyntheticSelection kind);
 
 }  // namespace msa::cases

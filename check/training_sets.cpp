@@ -132,6 +132,17 @@ void add_perf_training(CaseList& c, double scale, const VitParams& vit) {
   c.push_back(sparse_attention_backward_case(sp, true));
   c.push_back(indexer_kl_case(sp, KlStage::sparse, false, true));
   c.push_back(patch_attention_3d_backward_case(vit, true));
+  // `msa layer --backward` and bench_training.py's shape: M3's layout, one sequence from
+  // empty, the sink block and the local block forced.
+  for (int64_t L : {int64_t{32} << 10, int64_t{128} << 10}) {
+    const auto l = static_cast<int32_t>(std::max<int64_t>(128, std::llround(static_cast<double>(L) * scale)));
+    AttnParams m3 = attn({{l}, {l}}, 64, 4, 128, 128, 1, 16, kBF16);
+    m3.Di = 128;
+    m3.n_sink = 1;
+    m3.n_local = 1;
+    for (SyntheticSelection kind : {SyntheticSelection::random, SyntheticSelection::correlated})
+      c.push_back(msa_layer_backward_case(m3, kind));
+  }
 }
 
 }  // namespace msa::cases::sets

@@ -15,6 +15,7 @@
 #include "dist/world.h"
 #include "tools/layer_bench.h"
 #include "tools/layer_dist.h"
+#include "tools/layer_train.h"
 
 namespace msa::cli {
 namespace {
@@ -31,6 +32,10 @@ struct LayerOptions {
   std::string parallel = "heads";
   std::string json;  // (optional) write the times here
   bool queued = false;
+  bool backward = false;
+  std::string selection = "random";
+  // Which of the options were given (CLI11 counts), for the rules of --backward.
+  bool batch_given = false, q_len_given = false, selection_given = false, gpus_given = false;
 };
 
 // The times of a single-device run as a JSON object (for bench/layer_sweep.py).
@@ -127,12 +132,39 @@ void check_layer_memory(const LayerOptions& o, const LayerConfig& c) {
                 " bytes of caches, more than the host's " + std::to_string(host) + " bytes of memory");
 }
 
+// --backward: one sequence from an empty cache (q_len = context), block_topk forcing the
+// sink block 0 as bench_training.py's selections do unless --config n_sink says otherwise.
+int run_backward(const LayerOptions& o, LayerConfig cfg) {
+  if (o.gpus_given) throw Error("argument '--gpus': not available with --backward (one device)");
+  if (o.batch_given && o.batch != 1) throw Error("argument '--batch': --backward times one sequence; must be 1");
+  if (o.q_len_given && o.q_len != o.context)
+    throw Error("argument '--q-len': --backward trains from an empty cache, q_len = --context (leave it out)");
+  if (std::none_of(o.config.begin(), o.config.end(), [](const std::string& kv) { return kv.rfind("n_sink=", 0) == 0; }))
+    cfg.n_sink = 1;
+  // block_topk's parameter rule (docs/spec.md), which the synthetic selection keeps too.
+  const int forced = cfg.n_sink + (cfg.n_local > 0 ? cfg.n_local - 1 + std::max(1, cfg.Qb / cfg.Bs) : 0);
+  if (cfg.k < forced)
+    throw Error("argument '--config k': " + std::to_string(cfg.k) + " is fewer than the " + std::to_string(forced) +
+                " blocks block_topk forces (n_sink " + std::to_string(cfg.n_sink) + ", n_local " +
+                std::to_string(cfg.n_local) + ", Qb " + std::to_string(cfg.Qb) + ")");
+  LayerOptions host = o;
+  host.batch = 1;
+  host.q_len = static_cast<int>(std::min<int64_t>(o.context, INT32_MAX));
+  check_layer_memory(host, cfg);
+  LayerBackwardOptions b;
+  b.backend = o.backend, b.context = o.context, b.iters = o.iters, b.check = o.check, b.queued = o.queued;
+  b.selection = o.selection, b.json = o.json;
+  return run_layer_backward(b, cfg);
+}
+
 int run_layer(const LayerOptions& o) {
   LayerConfig cfg = parse_layer_config(o.config);
+  if (o.selection_given && !o.backward) throw Error("argument '--selection': only with --backward");
   if (o.batch < 0) throw Error("argument '--batch': must be >= 0");
   if (o.q_len < 0 || o.q_len > o.context) throw Error("argument '--q-len': must be in [0, context]");
   if (o.context < 1 || o.context > (int64_t{1} << 30)) throw Error("argument '--context': must be in [1, 2^30]");
   if (o.iters < 1) throw Error("argument '--iters': must be >= 1");
+  if (o.backward) return run_backward(o, cfg);
   check_layer_memory(o, cfg);
   if (o.gpus > 0) {
     LayerProblem prob(cfg, o.batch, o.context, o.q_len, /*seed=*/1234);
@@ -194,7 +226,19 @@ Command add_layer(CLI::App& app) {
   sub->add_flag("--queued", o->queued,
                 "Time each op group queued behind device work (device time, as a replayed graph of the step sees it)");
   sub->add_option("--parallel", o->parallel, "With --gpus: heads or context")->capture_default_str();
-  return {sub, [o] { return run_layer(*o); }};
+  sub->add_flag("--backward", o->backward,
+                "Time the layer's forward and backward for training (one sequence from empty, q_len = context) "
+                "against dense attention forward + backward");
+  sub->add_option("--selection", o->selection,
+                  "With --backward: the synthetic selection the sparse ops read, random or correlated")
+      ->capture_default_str();
+  return {sub, [o, sub] {
+            o->batch_given = sub->count("--batch") > 0;
+            o->q_len_given = sub->count("--q-len") > 0;
+            o->selection_given = sub->count("--selection") > 0;
+            o->gpus_given = sub->count("--gpus") > 0;
+            return run_layer(*o);
+          }};
 }
 
 }  // namespace msa::cli

@@ -9,6 +9,7 @@
 
 #include "hal/error.h"
 #include "ops/ops.h"
+#include "tools/device_tensor_pool.h"
 #include "tools/median.h"
 
 namespace msa::cli {
@@ -44,6 +45,13 @@ void fill_random(hal::HostTensor& h, std::mt19937_64& rng, float amplitude) {
 }
 
 }  // namespace
+
+hal::HostTensor layer_random_tensor(hal::DType dtype, std::vector<int64_t> shape, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  hal::HostTensor t(dtype, std::move(shape));
+  fill_random(t, rng, 1.0f);
+  return t;
+}
 
 double layer_nmse(const hal::HostTensor& a, const hal::HostTensor& b) {
   double num = 0, den = 0;
@@ -148,24 +156,12 @@ LayerProblem::LayerProblem(const LayerConfig& c, int batch, int64_t ctx, int qle
                                {kv_len.data<int32_t>(), static_cast<size_t>(B)}, c.Qb);
 }
 
-struct LayerRun::Impl {
-  std::vector<hal::BufferPtr> keep;
+struct LayerRun::Impl : DeviceTensorPool {
   hal::Tensor busy;  // the queued timing's head of device work (allocated on first use)
   ops::IndexerScoreArgs idx;
   ops::BlockTopkArgs topk;
   ops::SparseAttentionArgs sparse;
   ops::DenseAttentionArgs dense;
-  hal::Tensor up(hal::Device& d, const hal::HostTensor& h) {
-    if (h.shape.empty()) return {};
-    auto o = hal::to_device(d, h);
-    keep.push_back(std::move(o.buffer));
-    return o.tensor;
-  }
-  hal::Tensor make(hal::Device& d, hal::DType t, std::initializer_list<int64_t> s) {
-    auto o = d.alloc_tensor(t, s);
-    keep.push_back(std::move(o.buffer));
-    return o.tensor;
-  }
 };
 
 LayerRun::LayerRun(hal::Device& device, const LayerProblem& p)

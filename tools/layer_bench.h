@@ -25,6 +25,9 @@ struct LayerConfig {
 // Parses "field=value" overrides; throws msa::Error naming an unknown field or bad value.
 LayerConfig parse_layer_config(const std::vector<std::string>& overrides);
 
+// A seeded random tensor as the problem's inputs are made (values in [-1, 1], never near 0).
+hal::HostTensor layer_random_tensor(hal::DType dtype, std::vector<int64_t> shape, uint64_t seed);
+
 // Host inputs of one step: B sequences of kv_len = context, q_len new tokens each.
 struct LayerProblem {
   LayerProblem(const LayerConfig& cfg, int batch, int64_t context, int q_len, uint64_t seed);

@@ -6,7 +6,9 @@ bf16, Qb=1), training from an empty cache: one sequence with q_len = kv_len = L.
 Per context L (--contexts) and selection kind (--selections: `random`, or `correlated`:
 adjacent tokens share most blocks, the per-token set drifting slowly), block_idx is
 built with torch (valid, duplicate-free, ascending, -1 padded; the sink block 0 and the
-local block always in, as block_topk with n_sink=1, n_local=1 would). It times, as
+local block always in, as block_topk with n_sink=1, n_local=1 would; the same definition
+as check/synthetic_selection.h, which `msa layer --backward` and msa-bench's
+msa_layer_backward cases use, docs/training.md "Benchmarks"). It times, as
 medians of CUDA-event intervals (perf_counter on the CPU):
 - msa_fwd: msa.sparse_block_attention; msa_bwd: msa.sparse_block_attention_backward
   (given out, lse); msa_kl: msa.indexer_kl(stage="sparse") over the same selections;

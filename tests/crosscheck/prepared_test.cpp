@@ -56,6 +56,29 @@ TEST(Prepared, MsaLayerRunsWithBaseline) {
   EXPECT_EQ(sparse.bytes, dense.bytes) << c.vars();
 }
 
+// msa_layer_backward at its smallest context: the cpu backend's chain (indexer, top-k,
+// sparse forward, backward, indexer_kl) and its dense baseline match cpu-ref's, every
+// output and gradient under the contract's bounds; the baseline runs.
+TEST(Prepared, MsaLayerBackwardMatchesCpuRef) {
+  auto dev = hal::create_device("cpu");
+  auto ref = hal::create_device("cpu-ref");
+  int checked = 0;
+  for (const auto& c : make_cases("perf", "msa_layer_backward", 1.0 / 256)) {
+    if (c->vars().find("T=128 ") == std::string::npos) continue;
+    SCOPED_TRACE(c->vars());
+    const CheckResult r = c->check(*dev, *ref);
+    EXPECT_TRUE(r.passed) << r.message;
+    ASSERT_TRUE(c->has_baseline());
+    auto p = c->prepare(*dev, 1);
+    p->run();
+    p->run_baseline();
+    EXPECT_TRUE(all_finite(p->download("dense_dq")));
+    EXPECT_GT(c->flops(), 0.0);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);  // random and correlated
+}
+
 // The training perf cases run with their forward as the baseline; the backward still reads
 // out / lse after the baseline rewrote them, and its gradients stay finite.
 TEST(Prepared, TrainingPerfCasesRunWithTheirForward) {
