@@ -11,7 +11,7 @@ from cases import PagedBatch, random_selection
 msa_torch = pytest.importorskip("msa.torch")
 
 # The backends that run the training ops on host tensors here (docs/training.md; cuda
-# and hip run them too, on device tensors: tests/python/test_torch_integration.py).
+# and hip run them too, on device tensors: tests/python/test_torch_cuda.py).
 TRAINING_BACKENDS = [b for b in ("cpu-ref", "cpu", "vulkan") if b in msa.backends()]
 
 
