@@ -1,21 +1,46 @@
 # Installs libmsa, its public headers and an msa-config.cmake so another project can
-# find_package(msa) and link msa::msa.
+# find_package(msa) and link msa::msa; exports the build tree's msa::msa the same way, so
+# find_package(msa) also works with msa_DIR (or CMAKE_PREFIX_PATH) set to this build folder.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
+
+# The public headers: the op API, the HAL types it takes, the model and multi-device APIs,
+# and what they include. Everything else stays internal and is not installed: the backends,
+# the case library (ops/cases/), the op functions' argument checks, the environment knobs
+# of the backends (hal/env.h), the CPU backends' device shape (hal/host_device.h), file
+# helpers (hal/atomic_file.h, hal/json_bounds.h), NCCL and in-process communicators, and
+# the `msa run` internals. Installed under include/msa/ with their source paths
+# (include/msa/hal/device.h), since they include each other as "hal/...". The consumer test
+# (examples/consumer, MSA_CONSUMER_ALL_HEADERS) compiles every installed header together,
+# so a public header that includes an internal one fails CI.
+set(MSA_PUBLIC_HEADERS
+  hal/buffer.h hal/device.h hal/dtype.h hal/error.h hal/event.h hal/host_tensor.h
+  hal/kernel_table.h hal/nvfp4.h hal/op_id.h hal/registry.h hal/safetensors.h hal/stream.h
+  hal/tensor.h hal/version.h
+  ops/args.h ops/ops.h
+  model/config.h model/decoder.h model/device_weights.h model/generate.h model/kv_cache.h
+  model/op_runner.h model/profiler.h model/video.h model/vision.h model/weights.h
+  model/workspace.h
+  dist/communicator.h dist/head_parallel.h dist/world.h)
+foreach(h ${MSA_PUBLIC_HEADERS})
+  get_filename_component(_dir ${h} DIRECTORY)
+  install(FILES ${PROJECT_SOURCE_DIR}/${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/msa/${_dir})
+endforeach()
+install(FILES ${PROJECT_SOURCE_DIR}/include/msa/msa.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/msa)
+
 install(TARGETS msa EXPORT msaTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(dir hal ops model dist)
-  install(DIRECTORY ${CMAKE_SOURCE_DIR}/${dir}/ DESTINATION include/msa/${dir}
-          FILES_MATCHING PATTERN "*.h")
-endforeach()
 install(EXPORT msaTargets NAMESPACE msa:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/msa)
-configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/msa-config.cmake.in
-  ${CMAKE_BINARY_DIR}/msa-config.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/msa)
-write_basic_package_version_file(${CMAKE_BINARY_DIR}/msa-config-version.cmake
+# The build tree's package: msaTargets.cmake names the targets in this build folder (the
+# source folders as include directories), beside the same msa-config.cmake as installed.
+export(EXPORT msaTargets NAMESPACE msa:: FILE ${PROJECT_BINARY_DIR}/msaTargets.cmake)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/msa-config.cmake.in
+  ${PROJECT_BINARY_DIR}/msa-config.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/msa)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/msa-config-version.cmake
   COMPATIBILITY SameMinorVersion)
-install(FILES ${CMAKE_BINARY_DIR}/msa-config.cmake ${CMAKE_BINARY_DIR}/msa-config-version.cmake
+install(FILES ${PROJECT_BINARY_DIR}/msa-config.cmake ${PROJECT_BINARY_DIR}/msa-config-version.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/msa)
 if(TARGET msa_cli)
   # The installed CLI finds the installed libmsa relative to itself (bin/ -> lib/).

@@ -7,12 +7,14 @@
 #include <new>
 
 #include "hal/error.h"
+#include "hal/version.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"msa: MiniMax-style sparse attention runtime"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", std::string("msa ") + msa::version(), "Print the msa version and exit");
   std::vector<msa::cli::Command> commands = msa::cli::all_commands(app);
   try {
     app.parse(argc, argv);

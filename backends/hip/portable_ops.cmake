@@ -2,7 +2,7 @@
 # every backends/cuda/kernels/portable/*.cu, and one MSA_PORTABLE_<NAME>=1 definition per
 # file, which backends/hip/table.cpp keys on (an op is offered when <op>.cu exists).
 function(msa_portable_kernels out_sources out_defs)
-  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/backends/cuda/kernels/portable/*.cu)
+  file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/backends/cuda/kernels/portable/*.cu)
   set(defs)
   foreach(s ${srcs})
     get_filename_component(n ${s} NAME_WE)

@@ -1,13 +1,16 @@
-// Opens the reference device through an installed msa, runs block_topk on a tiny
-// hand-made problem and checks the selection.
-#include <cstdio>
-#include <vector>
+// Opens the reference device through msa, runs block_topk on a tiny hand-made problem and
+// checks the selection and the library's version.
+#include <msa/msa.h>
 
-#include "hal/host_tensor.h"
-#include "hal/registry.h"
-#include "ops/ops.h"
+#include <cstdio>
+#include <cstring>
 
 int main() {
+  std::printf("msa_consumer: msa %s\n", msa::version());
+  if (std::strcmp(msa::version(), MSA_CONSUMER_EXPECTED_VERSION) != 0) {
+    std::printf("msa_consumer: CMake found msa %s\n", MSA_CONSUMER_EXPECTED_VERSION);
+    return 1;
+  }
   auto dev = msa::hal::create_device("cpu-ref");
   // One sequence, 4 blocks of 64 tokens, one decode query at position 255, k = 2.
   msa::hal::HostTensor score(msa::hal::DType::f32, {1, 1, 4});

@@ -10,6 +10,7 @@
 
 #include "hal/error.h"
 #include "hal/registry.h"
+#include "hal/version.h"
 #include "ops/ops.h"
 #include "python/src/call.h"
 #include "python/src/op_bindings.h"
@@ -92,7 +93,7 @@ PYBIND11_MODULE(_C, m) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
     }
   });
-  m.attr("__version__") = MSA_VERSION_STRING;
+  m.attr("__version__") = msa::version();  // of the libmsa loaded
   m.def("devices", &devices, "Every backend msa knows, compiled in or not, and the devices found.");
   m.def("default_host_device", &default_host_device, "The device CPU tensors run on by default.");
   m.def("open_device", [](const std::string& name) { return cached_device(name).name(); },
