@@ -138,6 +138,22 @@ __device__ __forceinline__ void for_each_attended(const AttendSets& a, const Tok
   }
 }
 
+// The same walk one entry at a time (kernels that prefetch blocks ahead): the entries
+// j in [0, attended_count) of token tk, and entry j's block c and page, or false when
+// for_each_attended skips it (a bad page id is flagged).
+__device__ __forceinline__ int attended_count(const AttendSets& a, const TokenAt& tk) {
+  if (tk.b < 0) return 0;
+  return a.bidx != nullptr ? a.k : tk.pos / a.bt.Bs + 1;
+}
+__device__ __forceinline__ bool attended_at(const AttendSets& a, const TokenAt& tk, int row, int j, int& c,
+                                            int64_t& page) {
+  const int Bs = a.bt.Bs, nblk = (tk.kv + Bs - 1) / Bs;
+  c = a.bidx != nullptr ? a.bidx[(tk.qb * a.Hs + row) * int64_t{a.k} + j] : j;
+  if (c < 0 || c >= nblk || int64_t{c} * Bs > tk.pos) return false;
+  page = page_of(a.bt, tk.b, c);
+  return page >= 0;
+}
+
 // One entry of the inverse index: tokens [t0, t1) (positions p0, p0 + 1, ..) attend
 // logical block c with selection head hs (-1: every head, dense).
 struct Entry {
