@@ -3,8 +3,9 @@
 // native tier's replacement of the portable FMA tiles (portable/attention_backward.cuh,
 // which calls launch_mma_paged_backward first). Same attended sets, validation and
 // inverse index as the portable kernels (training_index.cuh); per call:
-//  1. seq_info, the inverse index (entries sorted by bucket), each sorted entry's token
-//     count scanned into a prefix (CUB), and each slab's item count scanned likewise;
+//  1. seq_info, the inverse index (its keys sorted by CUB's radix sort over the bucket and
+//     entry bits), each sorted entry's token count scanned into a prefix (CUB), and each
+//     slab's item count scanned likewise;
 //  2. delta = dot(dout, out) by the mma chain of the dP tiles (attention_backward_mma.cuh);
 //  3. dq, query-outer (backward_mma_dq.cuh);
 //  4. dk / dv, KV-block-outer over the inverse index, persistent blocks with an ordered
@@ -12,6 +13,7 @@
 // Results are bitwise reproducible run to run and across devices: every sum's order
 // follows from the inputs and the shape (item sizes come from the shape, not the device).
 // MSA_CUDA_BWD_MMA=0 turns this tier off (the portable kernels run).
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
@@ -73,6 +75,35 @@ size_t scan_bytes(int n) {
   size_t bytes = 0;
   MSA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<int*>(nullptr), n));
   return bytes;
+}
+
+// Bits of the inverse index's keys (bucket << 32 | entry id) to sort by: the buckets'
+// values and one more, so the invalid keys (~0: all ones) stay last.
+int key_bits(int64_t buckets) {
+  int b = 0;
+  while ((int64_t{1} << b) < buckets + 1) ++b;
+  return 32 + b;
+}
+size_t sort_bytes(int n, int end_bit) {
+  size_t bytes = 0;
+  cub::DoubleBuffer<uint64_t> none(nullptr, nullptr);
+  MSA_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, bytes, none, n, 0, end_bit));
+  return bytes;
+}
+
+// The inverse index of build_inverse (training_index.cuh), its keys sorted by CUB's radix
+// sort (deterministic: the keys are distinct) into whichever of keys / alt it ends in.
+InverseIndex inverse_index(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, char* ws, uint64_t* alt,
+                           void* tmp, size_t tmp_bytes) {
+  auto* ent = reinterpret_cast<Entry*>(ws + ip.ent);
+  auto* keys = reinterpret_cast<uint64_t*>(ws + ip.keys);
+  auto* begin = reinterpret_cast<int*>(ws + ip.begin);
+  launch_entry_keys(st, a, Hb, ip, ent, keys);
+  cub::DoubleBuffer<uint64_t> db(keys, alt);
+  MSA_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, db, static_cast<int>(ip.N), 0, key_bits(ip.buckets),
+                                                st.native()));
+  launch_bucket_begin(st, ip, db.Current(), begin);
+  return InverseIndex{ent, db.Current(), begin};
 }
 
 bool enabled() {
@@ -166,7 +197,9 @@ bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
   const size_t tok_at = plan.reserve<int>(ip.N + 1);
   const size_t off_at = plan.reserve<int>(S + 1);
   const size_t sem_at = plan.reserve<int>(S * chunks + 1);  // the slab chunks' flags, then the ticket
-  const size_t tmp_bytes = std::max(scan_bytes(static_cast<int>(ip.N + 1)), scan_bytes(static_cast<int>(S + 1)));
+  const size_t alt_at = plan.reserve<uint64_t>(ip.N);  // the radix sort's second buffer
+  const size_t tmp_bytes = std::max({scan_bytes(static_cast<int>(ip.N + 1)), scan_bytes(static_cast<int>(S + 1)),
+                                     sort_bytes(static_cast<int>(ip.N), key_bits(ip.buckets))});
   const size_t tmp_at = plan.reserve<char>(static_cast<int64_t>(tmp_bytes));
   char* ws = plan.allocate(st);
 
@@ -204,7 +237,7 @@ bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
   void* tmp = ws + tmp_at;
 
   launch_seq_info(st, m.sets, sparse, si);
-  m.inv = build_inverse(st, m.sets, g.Hb, ip, ws);
+  m.inv = inverse_index(st, m.sets, g.Hb, ip, ws, reinterpret_cast<uint64_t*>(ws + alt_at), tmp, tmp_bytes);
   entry_tokens_kernel<<<grid_for(ip.N + 1, kPrepThreads, pr), kPrepThreads, 0, st.native()>>>(m.inv, ip.N, tok);
   MSA_CUDA_CHECK_LAUNCH();
   scan_in_place(st, tmp, tmp_bytes, tok, static_cast<int>(ip.N + 1));

@@ -245,19 +245,30 @@ struct IndexPlan {
   }
 };
 
-// Builds the inverse index of `a` (bucket = page * Hb + row) in the scratch at `ws`.
-inline InverseIndex build_inverse(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, char* ws) {
+// The launches of build_inverse before and after its sort: the raw entries and their
+// keys, and the buckets' first positions in the sorted keys.
+inline void launch_entry_keys(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, Entry* ent,
+                              uint64_t* keys) {
   constexpr int kThreads = 256;
-  auto* ent = reinterpret_cast<Entry*>(ws + ip.ent);
-  auto* keys = reinterpret_cast<uint64_t*>(ws + ip.keys);
-  auto* begin = reinterpret_cast<int*>(ws + ip.begin);
   entry_kernel<kThreads><<<grid_for(ip.N, kThreads, st.props()), kThreads, 0, st.native()>>>(a, Hb, ip.E, ip.N, ent,
                                                                                             keys);
   MSA_CUDA_CHECK_LAUNCH();
-  sort_keys(st, keys, ip.N);
+}
+inline void launch_bucket_begin(Stream& st, const IndexPlan& ip, const uint64_t* keys, int* begin) {
+  constexpr int kThreads = 256;
   bucket_begin_kernel<kThreads><<<grid_for(ip.N + 1, kThreads, st.props()), kThreads, 0, st.native()>>>(
       keys, ip.N, ip.buckets, begin);
   MSA_CUDA_CHECK_LAUNCH();
+}
+
+// Builds the inverse index of `a` (bucket = page * Hb + row) in the scratch at `ws`.
+inline InverseIndex build_inverse(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, char* ws) {
+  auto* ent = reinterpret_cast<Entry*>(ws + ip.ent);
+  auto* keys = reinterpret_cast<uint64_t*>(ws + ip.keys);
+  auto* begin = reinterpret_cast<int*>(ws + ip.begin);
+  launch_entry_keys(st, a, Hb, ip, ent, keys);
+  sort_keys(st, keys, ip.N);
+  launch_bucket_begin(st, ip, keys, begin);
   return InverseIndex{ent, keys, begin};
 }
 
