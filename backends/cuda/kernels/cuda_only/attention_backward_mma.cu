@@ -12,7 +12,8 @@
 //     hand-off between the items of a slab (backward_mma_dkdv.cuh).
 // Results are bitwise reproducible run to run and across devices: every sum's order
 // follows from the inputs and the shape (item sizes come from the shape, not the device).
-// MSA_CUDA_BWD_MMA=0 turns this tier off (the portable kernels run).
+// MSA_CUDA_BWD_MMA=0 turns this tier off (the portable kernels run);
+// MSA_CUDA_BWD_MMA_ITEM_TOKENS=n forces n tokens per dk/dv item.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -110,6 +111,12 @@ bool enabled() {
   static const bool on = env_int("MSA_CUDA_BWD_MMA", 1) != 0;
   return on;
 }
+// MSA_CUDA_BWD_MMA_ITEM_TOKENS=n (1 .. kEntChunk - 1) forces the tokens per dk/dv item
+// (testing the ordered hand-off between a slab's items on small cases); 0: from the shape.
+int forced_item_tokens() {
+  static const int n = std::clamp(env_int("MSA_CUDA_BWD_MMA_ITEM_TOKENS", 0), 0, kEntChunk - 1);
+  return n;
+}
 
 // Keys per dk/dv block: 64 (4 warps, 2 blocks per SM) for Bs <= 64, else 128 (8 warps).
 int chunk_keys(int Bs) { return Bs <= 64 ? 64 : 128; }
@@ -179,8 +186,11 @@ bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
   // the prefixes and item tickets are ints.
   const int64_t tok_bound = sparse ? T * sets.Hs * sets.k : T * sets.bt.max_blocks;
   const int64_t slab_tok_bound = tok_bound * (g.Hb == 1 ? Hkv : 1);
-  const int64_t tpi = std::min<int64_t>(
-      kEntChunk - 1, std::max<int64_t>((kMinItemRows + g.G - 1) / g.G, (slab_tok_bound + kTargetItems - 1) / kTargetItems));
+  const int64_t tpi =
+      forced_item_tokens() > 0
+          ? forced_item_tokens()
+          : std::min<int64_t>(kEntChunk - 1, std::max<int64_t>((kMinItemRows + g.G - 1) / g.G,
+                                                               (slab_tok_bound + kTargetItems - 1) / kTargetItems));
   const int chunks = (Bs + KW - 1) / KW;
   const int64_t items_bound = (S + slab_tok_bound / tpi + 1) * chunks;
   const DqTiling tl(g.G, 16);
