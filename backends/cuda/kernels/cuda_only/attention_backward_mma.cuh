@@ -94,6 +94,24 @@ __device__ __forceinline__ uint32_t cols_addr(uint32_t base, int lane, int kk) {
   return base + r * kRowBytes<DP> + ((2 * kk + ((lane >> 3) & 1)) << 4);
 }
 
+// acc += a x R for 16 rows R at `rows` (ROWB bytes each) as the k dimension: B[k = row]
+// [n = dim] = R[row][dim] (rows_addr, transposed; per 16 dims dd, regs 0, 1 are the B
+// fragment of dims 16 dd + 0..7, regs 2, 3 that of + 8..15). acc[n][e]: row g + 8 (e / 2)
+// of a, dim 8 n + 2 q + e % 2 (m16n8 C layout).
+template <int DT, int DP>
+__device__ __forceinline__ void mma_rows(float (&acc)[DP / 8][4], const uint32_t (&a)[4], uint32_t rows, int lane,
+                                         int dsteps) {
+#pragma unroll
+  for (int dd = 0; dd < DP / 16; ++dd) {
+    if (dd < dsteps) {
+      uint32_t b0, b1, b2, b3;
+      ptx::ldsm_x4_t(rows_addr<DP>(rows, lane, dd), b0, b1, b2, b3);
+      ptx::mma16816<DT>(acc[2 * dd], a, b0, b1);
+      ptx::mma16816<DT>(acc[2 * dd + 1], a, b2, b3);
+    }
+  }
+}
+
 // delta[r] = dot(dout[r], out[r]) by the chain above, 16 rows per warp: C = dout[16 rows]
 // x out[16 rows]^T as two n-tiles (columns = out rows 0-7 and 8-15), delta the diagonal.
 // The B fragment of n-tile 0 (column n = out row n) is out's A fragment registers a0, a2

@@ -262,20 +262,9 @@ __global__ void __launch_bounds__(DkdvLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1)
                                 ptx::movmatrix_t(pa[3])};
         const uint32_t dt[4] = {ptx::movmatrix_t(da[0]), ptx::movmatrix_t(da[2]), ptx::movmatrix_t(da[1]),
                                 ptx::movmatrix_t(da[3])};
-        // dV += P^T dout, dK += dS^T Q: B[k = row][n = dim], the tile's rows as the k
-        // dimension (rows_addr, transposed): regs 0, 1 dims 16 dd + 0..7, regs 2, 3 + 8..15.
-#pragma unroll
-        for (int dd = 0; dd < DP / 16; ++dd) {
-          if (dd < dsteps) {
-            uint32_t b0, b1, b2, b3;
-            ptx::ldsm_x4_t(rows_addr<DP>(os, lane, dd), b0, b1, b2, b3);
-            ptx::mma16816<DT>(dv[2 * dd], pt, b0, b1);
-            ptx::mma16816<DT>(dv[2 * dd + 1], pt, b2, b3);
-            ptx::ldsm_x4_t(rows_addr<DP>(qs, lane, dd), b0, b1, b2, b3);
-            ptx::mma16816<DT>(dk[2 * dd], dt, b0, b1);
-            ptx::mma16816<DT>(dk[2 * dd + 1], dt, b2, b3);
-          }
-        }
+        // dV += P^T dout, dK += dS^T Q (the tile's rows as the k dimension).
+        mma_rows<DT, DP>(dv, pt, os, lane, dsteps);
+        mma_rows<DT, DP>(dk, dt, qs, lane, dsteps);
       }
       ptx::cp_async_wait<0>();
     }
