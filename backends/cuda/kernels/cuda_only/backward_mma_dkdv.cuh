@@ -29,7 +29,7 @@
 
 namespace msa::cuda::bwd {
 
-inline constexpr int kEntChunk = 1024;  // entries an item may span: p.tpi <= kEntChunk - 1
+inline constexpr int kEntChunk = 1024;  // entries an item may span: p.tpi < kEntChunk
 inline constexpr int kStages = 6;       // query tiles in shared memory (five in flight)
 
 template <int DP, int KW>
@@ -90,7 +90,9 @@ __global__ void __launch_bounds__(DkdvLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1)
         const int t0 = __ldcg(p.tokpre + w0), ntok = __ldcg(p.tokpre + w1) - t0;
         const int U0 = t0 + min(ntok, m * p.tpi), U1 = t0 + min(ntok, (m + 1) * p.tpi);
         const int wa = U1 > U0 ? warp_last_le(p.tokpre, w0, w1, U0, lane) : w0;
-        if (lane == 0) s_item = DkdvItem{ticket, s, m, ticket % p.chunks, U0, U1, wa, min(w1 - wa, kEntChunk)};
+        // Every entry holds a token: tokens [U0, U1) lie in entries wa .. wa + (U1 - U0) - 1.
+        const int nw = min(w1 - wa, U1 - U0);
+        if (lane == 0) s_item = DkdvItem{ticket, s, m, ticket % p.chunks, U0, U1, wa, nw};
       } else if (lane == 0) {
         s_item.ticket = ticket;
       }
