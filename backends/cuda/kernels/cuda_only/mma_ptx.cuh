@@ -1,7 +1,8 @@
 // CUDA-only (sm_80+) inline-PTX helpers for the tensor-core kernels of this folder:
-// cp.async 16-byte copies (with zero fill), ldmatrix (plain and transposed), mma.sync
-// m16n8k16 with f32 accumulation for bf16/f16, packing two floats into one bf16x2/f16x2
-// register, the hardware exp2, and the non-finite value rule's row marking. Fragment
+// cp.async 16-byte copies (with zero fill) and 4-byte ones, ldmatrix (plain and
+// transposed), movmatrix (a fragment transposed), mma.sync m16n8k16 with f32 accumulation
+// for bf16/f16, packing two floats into one bf16x2/f16x2 register, acquire/release flags,
+// the hardware exp2, and the non-finite value rule's row marking. Fragment
 // layouts follow the PTX ISA ("Matrix fragments for mma.m16n8k16"): lane = 4 g + q holds
 // rows g and g + 8, columns 2q, 2q + 1 (+8).
 #pragma once
@@ -18,6 +19,10 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+// 4 bytes global -> shared (cp.async.ca: the 16-byte .cg form only takes whole chunks).
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -32,6 +37,13 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t&
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(addr));
+}
+// The 8x8 16-bit matrix of a warp's fragment (lane 4 r + i: row r, columns 2 i, 2 i + 1,
+// the lower column in the low half) transposed: the same layout of its transpose.
+__device__ __forceinline__ uint32_t movmatrix_t(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+  return d;
 }
 // c += a (16x16, row-major fragment) * b (16x8, column fragment b0, b1), f32 accumulate.
 template <int DT>
@@ -62,6 +74,16 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     __builtin_memcpy(&r, &h, sizeof(r));
   }
   return r;
+}
+// Device-scope acquire load / release store of a flag in global memory (the ordered
+// hand-off of a running sum between thread blocks).
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu(int* p, int v) {
+  asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 // 2^x by the SFU (ex2.approx, ~2 ulp; -inf -> +0; results below 2^-126 flush to 0).
 __device__ __forceinline__ float ex2(float x) {

@@ -8,7 +8,8 @@
 //    tiles of query rows; dk / dv in registers. Slots no query attended stay 0; keys past
 //    a sequence's kv_len (slack slots) are never read into a sum.
 // Both are FlashAttention-2 backward tiles (backward_tiles.cuh): every gradient element
-// has one owning thread that sums in a fixed order (no atomics).
+// has one owning thread that sums in a fixed order (no atomics). On CUDA's native tier,
+// bf16/f16 calls go to the tensor-core kernels first (launch_mma_paged_backward).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -76,6 +77,25 @@ struct DqTiling {
       : tile_heads(G < BQ ? G : BQ), tile_tokens(BQ / tile_heads), head_chunks((G + tile_heads - 1) / tile_heads) {}
 };
 
+// A run of a dq tile: its tokens [ta, end), end <= t_end, of one sequence and query block
+// (the same attended blocks; `last` attends the most slots of each).
+struct TokenRun {
+  TokenAt first, last;
+  int64_t end = 0;
+};
+__device__ __forceinline__ TokenRun token_run(const AttendSets& a, int64_t ta, int64_t t_end) {
+  TokenRun run;
+  run.first = run.last = find_token(a, static_cast<int>(ta));
+  run.end = ta + 1;
+  while (run.end < t_end) {
+    const TokenAt n = find_token(a, static_cast<int>(run.end));
+    if (n.b != run.first.b || n.qb != run.first.qb) break;
+    run.last = n;
+    ++run.end;
+  }
+  return run;
+}
+
 // grid: ceil(T / tile_tokens) x Hkv x head_chunks. The tile's tokens are taken in runs of
 // one sequence and query block (the same selected blocks); a run stages its rows once and
 // walks the blocks the run's last token attends, kTileKeys slots at a time, each row
@@ -97,15 +117,9 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) paged_dq_kernel(
   const int Bs = p.sets.bt.Bs, D = p.D;
   const int sel_row = p.sets.Hs == 1 ? 0 : g;
   for (int64_t ta = t_first; ta < t_end;) {
-    const TokenAt first = find_token(p.sets, static_cast<int>(ta));
-    int64_t tb = ta + 1;
-    TokenAt last = first;
-    while (tb < t_end) {
-      const TokenAt n = find_token(p.sets, static_cast<int>(tb));
-      if (n.b != first.b || n.qb != first.qb) break;
-      last = n;
-      ++tb;
-    }
+    const TokenRun run = token_run(p.sets, ta, t_end);
+    const TokenAt &first = run.first, &last = run.last;
+    const int64_t tb = run.end;
     const int nrows = static_cast<int>(tb - ta) * nh;
     const auto row_of = [&](int r) { return r < nrows ? (ta + r / nh) * p.Hq + h0 + r % nh : int64_t{-1}; };
     __syncthreads();  // the previous run is done with the tiles
@@ -203,6 +217,25 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) paged_dkdv_kerne
     acc.store(p.part_dk + split * p.plane, p.part_dv + split * p.plane, D, key_off);
 }
 
+// A paged backward call as the CUDA-only tensor-core tier takes it
+// (kernels/cuda_only/attention_backward_mma.cu): `p` with the batch, the selection, the
+// tensors, heads, dims, scale and Hb set (paged_backward's first part), plus `out`.
+struct PagedBackwardCall {
+  PagedGrad p;
+  const void* out = nullptr;
+  hal::DType dtype = hal::DType::f32;
+  int64_t T = 0, P = 0;
+};
+
+#if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
+// Launches the whole call on mma.sync tensor-core kernels and returns true, or returns
+// false (portable tier, f32, D not a multiple of 16 up to 128, sizes past its index
+// limits, MSA_CUDA_BWD_MMA=0) so the portable kernels below run.
+bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c);
+#else
+inline bool launch_mma_paged_backward(Stream&, const PagedBackwardCall&) { return false; }
+#endif
+
 // How a paged backward call selects its blocks: block_idx (sparse) or every causal block.
 struct PagedSelection {
   const hal::Tensor* block_idx = nullptr;  // null: dense
@@ -242,6 +275,7 @@ void paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::O
   p.dk = a.dk_cache.template data<float>();
   p.dv = a.dv_cache.template data<float>();
   p.Hb = sparse ? p.sets.Hs : 1;
+  if (launch_mma_paged_backward(st, PagedBackwardCall{p, a.out.template data<void>(), a.q.dtype, T, P})) return;
   p.chunks = static_cast<int>((Bs + kSlotChunk - 1) / kSlotChunk);
 
   ScratchPlan plan;

@@ -138,6 +138,22 @@ __device__ __forceinline__ void for_each_attended(const AttendSets& a, const Tok
   }
 }
 
+// The same walk one entry at a time (kernels that prefetch blocks ahead): the entries
+// j in [0, attended_count) of token tk, and entry j's block c and page, or false when
+// for_each_attended skips it (a bad page id is flagged).
+__device__ __forceinline__ int attended_count(const AttendSets& a, const TokenAt& tk) {
+  if (tk.b < 0) return 0;
+  return a.bidx != nullptr ? a.k : tk.pos / a.bt.Bs + 1;
+}
+__device__ __forceinline__ bool attended_at(const AttendSets& a, const TokenAt& tk, int row, int j, int& c,
+                                            int64_t& page) {
+  const int Bs = a.bt.Bs, nblk = (tk.kv + Bs - 1) / Bs;
+  c = a.bidx != nullptr ? a.bidx[(tk.qb * a.Hs + row) * int64_t{a.k} + j] : j;
+  if (c < 0 || c >= nblk || int64_t{c} * Bs > tk.pos) return false;
+  page = page_of(a.bt, tk.b, c);
+  return page >= 0;
+}
+
 // One entry of the inverse index: tokens [t0, t1) (positions p0, p0 + 1, ..) attend
 // logical block c with selection head hs (-1: every head, dense).
 struct Entry {
@@ -229,19 +245,30 @@ struct IndexPlan {
   }
 };
 
-// Builds the inverse index of `a` (bucket = page * Hb + row) in the scratch at `ws`.
-inline InverseIndex build_inverse(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, char* ws) {
+// The launches of build_inverse before and after its sort: the raw entries and their
+// keys, and the buckets' first positions in the sorted keys.
+inline void launch_entry_keys(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, Entry* ent,
+                              uint64_t* keys) {
   constexpr int kThreads = 256;
-  auto* ent = reinterpret_cast<Entry*>(ws + ip.ent);
-  auto* keys = reinterpret_cast<uint64_t*>(ws + ip.keys);
-  auto* begin = reinterpret_cast<int*>(ws + ip.begin);
   entry_kernel<kThreads><<<grid_for(ip.N, kThreads, st.props()), kThreads, 0, st.native()>>>(a, Hb, ip.E, ip.N, ent,
                                                                                             keys);
   MSA_CUDA_CHECK_LAUNCH();
-  sort_keys(st, keys, ip.N);
+}
+inline void launch_bucket_begin(Stream& st, const IndexPlan& ip, const uint64_t* keys, int* begin) {
+  constexpr int kThreads = 256;
   bucket_begin_kernel<kThreads><<<grid_for(ip.N + 1, kThreads, st.props()), kThreads, 0, st.native()>>>(
       keys, ip.N, ip.buckets, begin);
   MSA_CUDA_CHECK_LAUNCH();
+}
+
+// Builds the inverse index of `a` (bucket = page * Hb + row) in the scratch at `ws`.
+inline InverseIndex build_inverse(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, char* ws) {
+  auto* ent = reinterpret_cast<Entry*>(ws + ip.ent);
+  auto* keys = reinterpret_cast<uint64_t*>(ws + ip.keys);
+  auto* begin = reinterpret_cast<int*>(ws + ip.begin);
+  launch_entry_keys(st, a, Hb, ip, ent, keys);
+  sort_keys(st, keys, ip.N);
+  launch_bucket_begin(st, ip, keys, begin);
   return InverseIndex{ent, keys, begin};
 }
 

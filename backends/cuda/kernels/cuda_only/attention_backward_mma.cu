@@ -1,0 +1,271 @@
+// CUDA-only: sparse_block_attention_backward and dense_attention_backward on mma.sync
+// tensor cores (sm_80+, bf16/f16 inputs, D a multiple of 16 up to 128, f32 gradients), the
+// native tier's replacement of the portable FMA tiles (portable/attention_backward.cuh,
+// which calls launch_mma_paged_backward first). Same attended sets, validation and
+// inverse index as the portable kernels (training_index.cuh); per call:
+//  1. seq_info, the inverse index (its keys sorted by CUB's radix sort over the bucket and
+//     entry bits), each sorted entry's token count scanned into a prefix (CUB), and each
+//     slab's item count scanned likewise;
+//  2. delta = dot(dout, out) by the mma chain of the dP tiles (attention_backward_mma.cuh);
+//  3. dq, query-outer (backward_mma_dq.cuh);
+//  4. dk / dv, KV-block-outer over the inverse index, persistent blocks with an ordered
+//     hand-off between the items of a slab (backward_mma_dkdv.cuh).
+// Results are bitwise reproducible run to run and across devices: every sum's order
+// follows from the inputs and the shape (item sizes come from the shape, not the device).
+// MSA_CUDA_BWD_MMA=0 turns this tier off (the portable kernels run);
+// MSA_CUDA_BWD_MMA_ITEM_TOKENS=n forces n tokens per dk/dv item.
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+#include <climits>
+
+#include "backends/cuda/kernels/cuda_only/backward_mma_dkdv.cuh"
+#include "backends/cuda/kernels/cuda_only/backward_mma_dq.cuh"
+#include "backends/cuda/kernels/portable/attention_backward.cuh"
+#include "hal/env.h"
+
+namespace msa::cuda {
+namespace bwd {
+namespace {
+
+constexpr int kPrepThreads = 256;
+constexpr int kDeltaThreads = 128;
+// Items the slabs' tokens are cut into, about, whatever the device (at least 1024 rows,
+// at most kEntChunk - 1 tokens each): enough to spread a heavy slab (the sink block every
+// query selects) over many blocks.
+constexpr int64_t kTargetItems = 4096;
+constexpr int64_t kMinItemRows = 1024;
+
+// tok[w] = tokens of sorted entry w (0 past the valid ones), tok[N] = 0: scanned in place
+// into the token prefix.
+__global__ void __launch_bounds__(kPrepThreads) entry_tokens_kernel(InverseIndex inv, int64_t N, int* tok) {
+  for (int64_t w = int64_t{blockIdx.x} * kPrepThreads + threadIdx.x; w <= N; w += int64_t{gridDim.x} * kPrepThreads) {
+    int n = 0;
+    if (w < N) {
+      const uint64_t key = inv.order[w];
+      if (key != ~uint64_t{0}) {
+        const Entry& en = inv.ent[key & 0xffffffffu];
+        n = en.t1 - en.t0;
+      }
+    }
+    tok[w] = n;
+  }
+}
+
+// cnt[s] = items of slab s (page s / Hkv, KV head s % Hkv): ceil(tokens / tpi), at least 1
+// (its dk / dv are written even when nothing attended it); cnt[S] = 0. Scanned in place.
+__global__ void __launch_bounds__(kPrepThreads) slab_items_kernel(InverseIndex inv, const int* tokpre, int S, int Hkv,
+                                                                  int Hb, int tpi, int* cnt) {
+  for (int s = blockIdx.x * kPrepThreads + threadIdx.x; s <= S; s += gridDim.x * kPrepThreads) {
+    int n = 0;
+    if (s < S) {
+      const int page = s / Hkv, g = s % Hkv;
+      const int64_t bucket = int64_t{page} * Hb + (Hb == 1 ? 0 : g);
+      const int tokens = tokpre[inv.begin[bucket + 1]] - tokpre[inv.begin[bucket]];
+      n = max(1, (tokens + tpi - 1) / tpi);
+    }
+    cnt[s] = n;
+  }
+}
+
+void scan_in_place(Stream& st, void* tmp, size_t tmp_bytes, int* data, int n) {
+  MSA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, data, n, st.native()));
+}
+size_t scan_bytes(int n) {
+  size_t bytes = 0;
+  MSA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<int*>(nullptr), n));
+  return bytes;
+}
+
+// Bits of the inverse index's keys (bucket << 32 | entry id) to sort by: the buckets'
+// values and one more, so the invalid keys (~0: all ones) stay last.
+int key_bits(int64_t buckets) {
+  int b = 0;
+  while ((int64_t{1} << b) < buckets + 1) ++b;
+  return 32 + b;
+}
+size_t sort_bytes(int n, int end_bit) {
+  size_t bytes = 0;
+  cub::DoubleBuffer<uint64_t> none(nullptr, nullptr);
+  MSA_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, bytes, none, n, 0, end_bit));
+  return bytes;
+}
+
+// The inverse index of build_inverse (training_index.cuh), its keys sorted by CUB's radix
+// sort (deterministic: the keys are distinct) into whichever of keys / alt it ends in.
+InverseIndex inverse_index(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, char* ws, uint64_t* alt,
+                           void* tmp, size_t tmp_bytes) {
+  auto* ent = reinterpret_cast<Entry*>(ws + ip.ent);
+  auto* keys = reinterpret_cast<uint64_t*>(ws + ip.keys);
+  auto* begin = reinterpret_cast<int*>(ws + ip.begin);
+  launch_entry_keys(st, a, Hb, ip, ent, keys);
+  cub::DoubleBuffer<uint64_t> db(keys, alt);
+  MSA_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, db, static_cast<int>(ip.N), 0, key_bits(ip.buckets),
+                                                st.native()));
+  launch_bucket_begin(st, ip, db.Current(), begin);
+  return InverseIndex{ent, db.Current(), begin};
+}
+
+bool enabled() {
+  static const bool on = env_int("MSA_CUDA_BWD_MMA", 1) != 0;
+  return on;
+}
+// MSA_CUDA_BWD_MMA_ITEM_TOKENS=n (1 .. kEntChunk - 1) forces the tokens per dk/dv item
+// (testing the ordered hand-off between a slab's items on small cases); 0: from the shape.
+int forced_item_tokens() {
+  static const int n = std::clamp(env_int("MSA_CUDA_BWD_MMA_ITEM_TOKENS", 0), 0, kEntChunk - 1);
+  return n;
+}
+
+// Keys per dk/dv block: 64 (4 warps, 2 blocks per SM) for Bs <= 64, else 128 (8 warps).
+int chunk_keys(int Bs) { return Bs <= 64 ? 64 : 128; }
+
+template <int DP>
+int smem_needed(int KW) {
+  const int dkdv = KW == 64 ? DkdvLayout<DP, 64>::BYTES : DkdvLayout<DP, 128>::BYTES;
+  return std::max(dkdv, DqLayout<DP>::BYTES);
+}
+
+template <int DT, int DP>
+void launch_all(Stream& st, const MmaGrad& m, const PagedBackwardCall& c, float* delta) {
+  const DeviceProps& pr = st.props();
+  const int64_t T = c.T, rows = T * m.Hq;
+  if (T > 0) {
+    const unsigned dgrid = static_cast<unsigned>(
+        std::clamp<int64_t>((rows + 16 * (kDeltaThreads / 32) - 1) / (16 * (kDeltaThreads / 32)), 1,
+                            int64_t{pr.sm_count} * 16));
+    delta_mma_kernel<DT, DP, kDeltaThreads>
+        <<<dgrid, kDeltaThreads, 0, st.native()>>>(m.dout, static_cast<const char*>(c.out), rows, m.D, delta);
+    MSA_CUDA_CHECK_LAUNCH();
+    const DqTiling tl(m.G, 16);
+    const int64_t tiles = (T + tl.tile_tokens - 1) / tl.tile_tokens;
+    const int64_t units = tiles * m.Hkv * tl.head_chunks;
+    constexpr int smem = DqLayout<DP>::BYTES;
+    allow_smem<mma_dq_kernel<DT, DP>>(smem, pr.index);
+    mma_dq_kernel<DT, DP><<<static_cast<unsigned>((units + kDqWarps - 1) / kDqWarps), kDqThreads, smem, st.native()>>>(
+        m, tl, tiles, units, T);
+    MSA_CUDA_CHECK_LAUNCH();
+  }
+  if (m.S > 0) {
+    const auto go = [&](auto kw_tag) {
+      constexpr int KW = decltype(kw_tag)::value;
+      using L = DkdvLayout<DP, KW>;
+      allow_smem<mma_dkdv_kernel<DT, DP, KW>>(L::BYTES, pr.index);
+      const unsigned grid = static_cast<unsigned>(std::max(1, pr.sm_count) * (KW == 64 ? 2 : 1));  // persistent
+      mma_dkdv_kernel<DT, DP, KW><<<grid, L::THREADS, L::BYTES, st.native()>>>(m);
+    };
+    if (chunk_keys(m.sets.bt.Bs) == 64) go(std::integral_constant<int, 64>{});
+    else go(std::integral_constant<int, 128>{});
+    MSA_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+}  // namespace bwd
+
+bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
+  using namespace bwd;
+  const PagedGrad& g = c.p;
+  const DeviceProps& pr = st.props();
+  if (!enabled() || !pr.native_tier || pr.cc_major < 8) return false;
+  if (c.dtype != hal::DType::bf16 && c.dtype != hal::DType::f16) return false;
+  if (g.D <= 0 || g.D > 128 || g.D % 16 != 0 || g.G < 1 || g.G > 16 || g.Hkv < 1) return false;
+  const auto aligned = [](const void* ptr, uintptr_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; };
+  if (!aligned(g.q, 16) || !aligned(g.dout, 16) || !aligned(c.out, 16) || !aligned(g.kc, 16) || !aligned(g.vc, 16) ||
+      !aligned(g.dq, 8) || !aligned(g.dk, 8) || !aligned(g.dv, 8))
+    return false;
+  const AttendSets& sets = g.sets;
+  const int Bs = sets.bt.Bs, KW = chunk_keys(Bs);
+  const int smem = g.D <= 64 ? smem_needed<64>(KW) : smem_needed<128>(KW);
+  if (static_cast<size_t>(smem) > pr.smem_optin) return false;
+  const bool sparse = sets.bidx != nullptr;
+  const int64_t T = c.T, P = c.P, Hkv = g.Hkv, S = P * Hkv;
+  // Tokens of the sorted entries (each token is in at most Hs * k entries, or one per
+  // causal block when dense) and of the slabs (a bucket serves every KV head when Hb = 1):
+  // the prefixes and item tickets are ints.
+  const int64_t tok_bound = sparse ? T * sets.Hs * sets.k : T * sets.bt.max_blocks;
+  const int64_t slab_tok_bound = tok_bound * (g.Hb == 1 ? Hkv : 1);
+  const int64_t tpi =
+      forced_item_tokens() > 0
+          ? forced_item_tokens()
+          : std::min<int64_t>(kEntChunk - 1, std::max<int64_t>((kMinItemRows + g.G - 1) / g.G,
+                                                               (slab_tok_bound + kTargetItems - 1) / kTargetItems));
+  const int chunks = (Bs + KW - 1) / KW;
+  const int64_t items_bound = (S + slab_tok_bound / tpi + 1) * chunks;
+  const DqTiling tl(g.G, 16);
+  const int64_t dq_units = (T + tl.tile_tokens - 1) / tl.tile_tokens * Hkv * tl.head_chunks;
+  if (tok_bound >= INT_MAX || slab_tok_bound >= INT_MAX || S >= INT_MAX || items_bound >= INT_MAX ||
+      dq_units / kDqWarps >= INT_MAX || T >= INT_MAX)
+    return false;
+
+  const int64_t Hq = g.Hq;
+  ScratchPlan plan;
+  const size_t si_at = plan.reserve<SeqInfo>(sets.bt.B);
+  const size_t delta_at = plan.reserve<float>(T * Hq);
+  const IndexPlan ip(plan, raw_entries(sets), P * g.Hb);
+  const size_t tok_at = plan.reserve<int>(ip.N + 1);
+  const size_t off_at = plan.reserve<int>(S + 1);
+  const size_t sem_at = plan.reserve<int>(S * chunks + 1);  // the slab chunks' flags, then the ticket
+  const size_t alt_at = plan.reserve<uint64_t>(ip.N);  // the radix sort's second buffer
+  const size_t tmp_bytes = std::max({scan_bytes(static_cast<int>(ip.N + 1)), scan_bytes(static_cast<int>(S + 1)),
+                                     sort_bytes(static_cast<int>(ip.N), key_bits(ip.buckets))});
+  const size_t tmp_at = plan.reserve<char>(static_cast<int64_t>(tmp_bytes));
+  char* ws = plan.allocate(st);
+
+  auto* si = reinterpret_cast<SeqInfo*>(ws + si_at);
+  MmaGrad m;
+  m.sets = sets;
+  m.sets.si = si;
+  m.q = static_cast<const char*>(g.q);
+  m.dout = static_cast<const char*>(g.dout);
+  m.kc = static_cast<const char*>(g.kc);
+  m.vc = static_cast<const char*>(g.vc);
+  m.lse = g.lse;
+  auto* delta = reinterpret_cast<float*>(ws + delta_at);
+  m.delta = delta;
+  m.Hq = g.Hq;
+  m.Hkv = g.Hkv;
+  m.G = g.G;
+  m.D = g.D;
+  m.scale = g.scale;
+  m.scale_log2 = g.scale * kLog2e;
+  m.dq = g.dq;
+  m.dk = g.dk;
+  m.dv = g.dv;
+  m.Hb = g.Hb;
+  m.S = static_cast<int>(S);
+  m.chunks = chunks;
+  m.tpi = static_cast<int>(tpi);
+  auto* tok = reinterpret_cast<int*>(ws + tok_at);
+  auto* off = reinterpret_cast<int*>(ws + off_at);
+  auto* sem = reinterpret_cast<int*>(ws + sem_at);
+  m.tokpre = tok;
+  m.item_off = off;
+  m.sem = sem;
+  m.ticket = sem + S * chunks;
+  void* tmp = ws + tmp_at;
+
+  launch_seq_info(st, m.sets, sparse, si);
+  m.inv = inverse_index(st, m.sets, g.Hb, ip, ws, reinterpret_cast<uint64_t*>(ws + alt_at), tmp, tmp_bytes);
+  entry_tokens_kernel<<<grid_for(ip.N + 1, kPrepThreads, pr), kPrepThreads, 0, st.native()>>>(m.inv, ip.N, tok);
+  MSA_CUDA_CHECK_LAUNCH();
+  scan_in_place(st, tmp, tmp_bytes, tok, static_cast<int>(ip.N + 1));
+  slab_items_kernel<<<grid_for(S + 1, kPrepThreads, pr), kPrepThreads, 0, st.native()>>>(
+      m.inv, tok, m.S, m.Hkv, m.Hb, m.tpi, off);
+  MSA_CUDA_CHECK_LAUNCH();
+  scan_in_place(st, tmp, tmp_bytes, off, static_cast<int>(S + 1));
+  MSA_CUDA_CHECK(cudaMemsetAsync(sem, 0, static_cast<size_t>(S * chunks + 1) * sizeof(int), st.native()));
+
+  const bool f16 = c.dtype == hal::DType::f16;
+  if (g.D <= 64) {
+    if (f16) launch_all<kF16, 64>(st, m, c, delta);
+    else launch_all<kBF16, 64>(st, m, c, delta);
+  } else {
+    if (f16) launch_all<kF16, 128>(st, m, c, delta);
+    else launch_all<kBF16, 128>(st, m, c, delta);
+  }
+  return true;
+}
+
+}  // namespace msa::cuda
