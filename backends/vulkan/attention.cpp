@@ -116,9 +116,9 @@ constexpr uint32_t kGqaRows = 16;          // ROWS: largest G
 constexpr uint32_t kGqaShared = 32 << 10;  // shared memory it needs, rounded up
 // Split-KV for decode-sized calls: each workgroup takes kGqaUnits tiles (64 keys at 16-bit
 // types), so a larger batch gets more workgroups, not longer ones: a decode workgroup's
-// time is its chain of dependent loads and barriers, and the GPU runs many at once. (v3
-// aimed at 512 workgroups in all, so B = 8 ran 4 tiles per workgroup in 512 workgroups
-// where B = 1 ran 2 in 128: twice the chain, and the call time grew with the batch.)
+// time is its chain of dependent loads and barriers, and the GPU runs many at once. (A
+// fixed total of 512 workgroups would give B = 8 4 tiles per workgroup where B = 1 gets
+// 2 in 128: twice the chain, and a call time that grows with the batch.)
 // Splits only grow past kGqaMaxGroups workgroups (large batches, prefill).
 // MSA_VK_GQA_UNITS / MSA_VK_GQA_GROUPS override both (A/B runs).
 constexpr uint32_t kGqaUnits = 2;

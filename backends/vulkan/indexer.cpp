@@ -20,9 +20,9 @@ namespace {
 
 constexpr uint32_t kBlockWgs = 128;             // WGS of indexer_block.comp
 // One KV block per workgroup up to this many workgroups, then runs of blocks: decode
-// (one query per block) gets a grid that grows with the batch and the context. (v3 aimed
-// at 512 workgroups in all: B = 8 at 32K ran runs of 4 blocks in 512 workgroups where
-// B = 1 ran single blocks in 256, and took 12x as long for 8x the keys.) Prefill, where
+// (one query per block) gets a grid that grows with the batch and the context. (A fixed
+// total of 512 workgroups gives B = 8 at 32K runs of 4 blocks where B = 1 gets single
+// blocks in 256, and took 12x as long for 8x the keys at the H200's idle clock.) Prefill, where
 // a workgroup scores a block for one query block, still batches blocks to amortise the
 // batch lookup. MSA_VK_INDEXER_BPW forces the run length (A/B runs).
 constexpr uint64_t kBlockMaxGroups = 65536;

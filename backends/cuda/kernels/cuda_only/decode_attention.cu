@@ -457,7 +457,8 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
 }
 
 // Environment knobs, read once (hal/env.h): MSA_CUDA_DECODE=0 turns these kernels and the
-// cluster kernel off (the flash prefill or the older kernels run), MSA_CUDA_DECODE_PDL=0 launches without programmatic dependent launch,
+// cluster kernel off (the flash prefill or the wmma split kernels run),
+// MSA_CUDA_DECODE_PDL=0 launches without programmatic dependent launch,
 // MSA_CUDA_DECODE_CTAS_PER_SM=n (1..8, default 2) sets the split-KV target grid.
 bool decode_enabled() {
   static const bool on = env_int("MSA_CUDA_DECODE", 1) != 0;
@@ -497,7 +498,7 @@ template <bool kDense>
 bool launch_decode(Stream& st, DecParams& p, hal::DType dt, int64_t groups) {
   if (groups <= 0) return true;
   if (p.S > 1) {
-    p.slot = stream_slot(st, kCtrSlots);  // streams beyond kCtrSlots use the old kernels
+    p.slot = stream_slot(st, kCtrSlots);  // streams beyond kCtrSlots use the other decode kernels
     if (p.slot < 0) return false;
     split_buffers(st, p.S, int64_t{p.bt.T} * p.Hq, p.D, p.o);
   }

@@ -21,8 +21,8 @@
 // Cluster size: the largest power of two <= 16 (and <= the next power of two >= k) whose
 // grid (groups x C CTAs, one per SM at most) fits the SMs. Where the occupancy calculator
 // says fewer clusters of C than groups can be resident at once, the C ranks of a group run
-// as plain CTAs and merge through global memory instead (merge_global; before session 5
-// C was halved until the clusters fit, leaving SMs idle). B = 8 at the reference shapes:
+// as plain CTAs and merge through global memory instead (merge_global; halving C until
+// the clusters fit leaves SMs idle). B = 8 at the reference shapes:
 // 32 groups x C = 4 (4 blocks per CTA, 128 CTAs, global merge: 30 of 32 clusters of 4
 // fit); B = 1: 4 x 16 in clusters. MSA_CUDA_DECODE_CLUSTER_MERGE=1 / 2: clusters only
 // (halving C) / global merge always.
@@ -31,16 +31,14 @@
 // MSA_CUDA_DECODE_CLUSTER_OCC=2 builds for two CTAs per SM (3 stages, q re-read from
 // shared memory); MSA_CUDA_DECODE_CLUSTER_TMA=1 fills the stages by TMA tile loads on
 // mbarriers instead of cp.async (checked, no faster: off by default, see tma_enabled);
-// MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry. (The session-4 experiment
-// MSA_CUDA_DECODE_CLUSTER_PREFETCH, L2 prefetches of the later slabs, measured slower and
-// is gone: bench/NOTES.md.)
-// Measured on the H200 (bench/NOTES.md, sessions 3-6): at B = 8, 1M (32 MiB) this kernel
-// takes ~17 us under ncu (session 5: 20 us, before q was requested ahead of the slabs;
-// 22 us with C = 2 clusters on 64 SMs), the v4 kernel 23 us, while loaders that only read
-// the same slabs take ~10.5 us (msa-slab-probe): the per-CTA chain (ids, pages, slabs,
-// in-order compute, merge) bounds it, not the bytes in flight. Tried in session 6 and
-// dropped: stages fed by one bulk copy per 256-byte row on mbarriers (42 us: the copy
-// engine's rate on small copies), a rescale slack in the online softmax (no change).
+// MSA_CUDA_DECODE_CLUSTER_LOG=1 prints the launch geometry.
+// Measured on the H200 (docs/performance.md, "Sparse attention, decode"): at B = 8, 1M
+// (32 MiB) this kernel takes ~17 us under ncu (22 us with C = 2 clusters on 64 SMs), the
+// split-KV kernel of decode_attention.cu 23 us, while loaders that only read the same
+// slabs take ~10.5 us (msa-slab-probe): the per-CTA chain (ids, pages, slabs, in-order
+// compute, merge) bounds it, not the bytes in flight. Measured slower or no faster: L2
+// prefetches of the later slabs, stages fed by one bulk copy per 256-byte row on mbarriers
+// (42 us: the copy engine's rate on small copies), a rescale slack in the online softmax.
 // This file: the choice of C, merge and stages, and the launch; the kernel and its device
 // helpers are in decode_cluster_kernel.cuh.
 #include <algorithm>
@@ -72,18 +70,19 @@ int forced_cluster_size() {
   static const int c = env_int("MSA_CUDA_DECODE_CLUSTER_SIZE", 0);
   return (c == 1 || c == 2 || c == 4 || c == 8 || c == 16) ? c : 0;
 }
-// Programmatic dependent launch: off unless MSA_CUDA_DECODE_CLUSTER_PDL=1. On the H200
-// (second run, bench/NOTES.md v5) B = 8 at 1M took 43.4 us queued with it and 27.8
-// without (B = 1: 42.5 / 27.7), while the v4 kernel gains 1-2 us from it. Session 6, with
-// the wait after the parameter math: no difference at B = 1 or 8 (0.018-0.019 ms queued).
+// Programmatic dependent launch: off unless MSA_CUDA_DECODE_CLUSTER_PDL=1. On the H200,
+// with the wait after the parameter math, it makes no difference at B = 1 or 8 behind
+// block_topk (0.018-0.019 ms queued), and one measurement with the wait at the kernel's
+// start gave 43.4 us queued at B = 8, 1M with it and 27.8 without; the split-KV kernel
+// gains 1-2 us from it.
 bool pdl_enabled() {
   static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER_PDL", 0) != 0 && env_int("MSA_CUDA_DECODE_PDL", 1) != 0;
   return on;
 }
 // Stages fed by cp.async and a block barrier per half (the default) or by TMA tile loads
-// on mbarriers (MSA_CUDA_DECODE_CLUSTER_TMA=1). Both pass every check (session 6), but the
-// TMA stages measured no faster: B = 8, 1M 17.6-18.1 us against 17.1-17.2, B = 1 the
-// same; the barrier waits they remove were waits for data. Two CTAs per SM always use
+// on mbarriers (MSA_CUDA_DECODE_CLUSTER_TMA=1). Both pass every check, but the TMA
+// stages measure no faster: B = 8, 1M 17.6-18.1 us against 17.1-17.2, B = 1 the
+// same; the barrier waits they remove are waits for data. Two CTAs per SM always use
 // cp.async.
 bool tma_enabled() {
   static const bool on = env_int("MSA_CUDA_DECODE_CLUSTER_TMA", 0) != 0;
@@ -105,7 +104,7 @@ int occupancy_mode() {
 // How the C ranks of a group merge: 0 (auto) through distributed shared memory when the
 // clusters all fit at once, else through global memory at the same C (plain CTAs: every
 // SM busy instead of fewer ranks per cluster); 1 always clusters (lowering C until they
-// fit, the session-4 behaviour); 2 always global memory.
+// fit); 2 always global memory.
 int merge_mode() {
   static const int m = static_cast<int>(
       parse_env_int("MSA_CUDA_DECODE_CLUSTER_MERGE", std::getenv("MSA_CUDA_DECODE_CLUSTER_MERGE"), 0, 0, 2));

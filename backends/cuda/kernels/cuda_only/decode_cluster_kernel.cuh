@@ -196,7 +196,7 @@ __device__ void merge_global(const ClParams& cp, const float* xo, const float* x
 // 128-byte swizzle) issued by one thread, each completing on its stage's "full" mbarrier;
 // a warp waits for the half it needs there and frees the stage on the "empty" mbarrier
 // when done, so there is no block barrier per half and no per-thread copy instruction
-// (session 6 profile: ~2 us of barrier waits and ~1 us of cp.async issue at B = 8). The
+// (the cp.async stages' profile: ~2 us of barrier waits and ~1 us of copy issue at B = 8). The
 // whole 128-row slab is read; V rows past the valid keys are masked in registers. Off by
 // default: no faster than the cp.async stages (tma_enabled).
 template <int DT, int NS, int OCC, bool TMA>
@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, OCC)
   const int64_t tok = q.t0 + rc;
   const int lim = min(kv - 1, q.p0 + rc);  // last visible position
   // The q rows are requested before any slab: behind 160 KiB of copies they would arrive
-  // last, and the first half could not be consumed before them (session 6 profile).
+  // last, and the first half could not be consumed before them (ncu profile).
   const int q_r = tid / 16, q_ch = tid % 16;
   const uint4 q_val = ldg16(static_cast<const char*>(p.q) + (tok * p.Hq + g * kGrp + q_r) * kRowB + q_ch * 16);
   if (te >= 0 && te < ne) {

@@ -168,9 +168,10 @@ bool launch_flash_sparse(Stream& st, const SparseParams& s, hal::DType dt) {
   // Default (MSA_CUDA_FLASH_SPARSE unset): only when a block's tokens span at most two query
   // blocks (Qb >= tokens per block). With token-level selection (Qb = 1) a block walks the
   // union of its tokens' selections: a win when consecutive tokens pick mostly the same
-  // blocks (real models), a loss when they are independent (msa layer's random queries:
-  // 16.4 ms vs the wmma kernel's 13.6 ms at an 8K chunk over 128K, H200), so it is opt-in
-  // (MSA_CUDA_FLASH_SPARSE=1) until measured on correlated selections.
+  // blocks (real models; msa-bench's select=walk case: 3.4 ms vs the wmma kernel's 13.8 at
+  // an 8K chunk over 128K, H200), a loss when they are independent (random selections:
+  // 16.2 vs 13.5 ms), so it is opt-in (MSA_CUDA_FLASH_SPARSE=1): the case suites and
+  // msa layer draw independent selections.
   static const int mode = env_int("MSA_CUDA_FLASH_SPARSE", -1);
   if (mode < 0 && s.Qb < p.tpc) return false;
   p.bidx = s.bidx;

@@ -25,10 +25,10 @@
 // step loads four tiles (4 KiB per warp in flight, as fp8's two), then computes them; max
 // pooling with a positive scale pools the raw products and scales once per block. The
 // kernel is bound by instruction issue and latency, not by the loads: ~185 instructions
-// per 16-key tile, 120 of them decoding and scaling (bench/NOTES.md, sessions 8 and 9).
-// fp8 steps take two 16-key tiles, their keys and scales loaded before any is used: with
-// one tile (2 KiB per warp in flight, then a dependent ki_scale load) the fp8 path was
-// latency-bound at ~40% of bandwidth while bf16 (4 KiB per tile) ran at ~98%.
+// per 16-key tile, 120 of them decoding and scaling (docs/performance.md, "Indexer,
+// decode"). fp8 steps take two 16-key tiles, their keys and scales loaded before any is
+// used: with one tile (2 KiB per warp in flight, then a dependent ki_scale load) the fp8
+// path is latency-bound at ~40% of bandwidth while bf16 (4 KiB per tile) runs at ~98%.
 //
 // Fused select (ops::indexer_topk): the grid gets one more thread block per selection
 // row (query block x Hs) after the indexer's blocks. Each indexer block counts itself in
@@ -346,7 +346,7 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
   constexpr int DPL = KFP4 ? 32 : KFP8 ? 16 : 8;          // dims per 16-byte load
   constexpr int NL = DI / (4 * DPL);           // loads per row per lane (4 lanes per row)
   constexpr int KS = DPL / 4;                  // k-steps per load (4 dims per lane per k-step)
-  // 16-key tiles per step (two bf16 tiles measured no faster: bench/NOTES.md, session 7)
+  // 16-key tiles per step (two bf16 tiles measure no faster: docs/performance.md)
   constexpr int KT = KFP8 ? 2 : 1;
   static_assert(!KFP4 || DI == 128, "NVFP4 keys: Di = 128");
   static_assert(NL >= 1 && NL * 4 * DPL == DI, "Di must be a multiple of 4 x 16 bytes");

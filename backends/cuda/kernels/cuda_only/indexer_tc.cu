@@ -31,7 +31,7 @@
 // with qi bf16 (keys bf16 or fp8) or f16 (fp8 keys), Bs = 64 or a multiple of 128; decode,
 // f32 and f16 x bf16 keep the portable kernel. H200, 8192 queries at L = 128K, Hi = 4,
 // Di = 128: 4.4 ms = 243 TFLOP/s, 28% of the bf16 matmul ceiling; mma.sync with 8 warps
-// in lockstep leaves the tensor pipe idle during the pooling epilogue (bench/NOTES.md).
+// in lockstep leaves the tensor pipe idle during the pooling epilogue (docs/performance.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>

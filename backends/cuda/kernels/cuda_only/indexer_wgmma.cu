@@ -18,11 +18,11 @@
 //   for the stage, wait for its turn (named barrier), issue MT wgmma m64n128k16 chains
 //   (K = Di), hand the turn to the other warpgroup, wait for the chains, release the stage,
 //   pooling epilogue. The turns make the two warpgroups ping-pong: one's epilogue runs
-//   while the other's chain keeps the tensor pipe busy (indexer_tc's mma.sync warps ran
-//   both in lockstep and left the pipe idle ~2/3 of the time, bench/NOTES.md). A first
-//   version with two accumulator sets per warpgroup (issue step i + 1, then the epilogue
-//   of step i) compiled to serialized wgmma (ptxas C7514/C7518: the conditional issue
-//   made the accumulators loop phis), so the overlap is across warpgroups instead.
+//   while the other's chain keeps the tensor pipe busy (indexer_tc's mma.sync warps run
+//   both in lockstep and leave the pipe idle ~2/3 of the time, docs/performance.md). Two
+//   accumulator sets per warpgroup (issue step i + 1, then the epilogue of step i)
+//   compile to serialized wgmma (ptxas C7514/C7518: the conditional issue makes the
+//   accumulators loop phis), so the overlap is across warpgroups instead.
 // - Per-row pooling state (max, lse sum) lives in registers (a thread owns fixed rows of
 //   the wgmma accumulator). At a block's end: Hi = 4 with Qb <= 4 reduces over tokens in
 //   registers (a warp's 16 rows are 4 tokens x 4 heads) and stores directly; otherwise the

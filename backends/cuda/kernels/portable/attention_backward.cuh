@@ -100,8 +100,8 @@ __device__ __forceinline__ TokenRun token_run(const AttendSets& a, int64_t ta, i
 // one sequence and query block (the same selected blocks); a run stages its rows once and
 // walks the blocks the run's last token attends, kTileKeys slots at a time, each row
 // limited to its own causal slots. Per 32 keys x BQ rows x D: 3 * 32 * BQ * D FMAs from
-// shared memory for 2 * 32 * D staged K/V elements (the old per-slot kernel re-read q and
-// dout per slot and reduced every dot product across a wave).
+// shared memory for 2 * 32 * D staged K/V elements (a per-slot kernel would re-read q and
+// dout per slot and reduce every dot product across a wave).
 template <int DT, int DP>
 __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) paged_dq_kernel(PagedGrad p, DqTiling tl, int64_t T) {
   extern __shared__ __align__(16) char tiles_mem[];

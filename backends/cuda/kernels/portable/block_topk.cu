@@ -218,8 +218,9 @@ struct SplitArgs {
 // grid: rows x S (chunk fastest). PER: keys per thread of a chunk (chunk <= 256 PER).
 // kOneBlock: S = 1, the chunk is the row (no merge code). kAdaptive: the select. Both are
 // template arguments so each kernel holds only the code it runs: the decode call runs
-// once per layer from a cold instruction cache, and the code of the unused select and
-// merge made it stall on instruction fetch (ncu, session 5).
+// once per layer from a cold instruction cache, where the code of an unused select and
+// merge makes it stall on instruction fetch (ncu: 6968 SASS instructions in one kernel
+// against 2200 for the one-block adaptive one).
 template <int PER, bool kAdaptive, bool kOneBlock>
 __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p, SplitArgs sa) {
   __shared__ SelScratch sc;
