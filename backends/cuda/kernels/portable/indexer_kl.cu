@@ -77,8 +77,8 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
   // Tokens per pass: as many as the pass scratch holds, at least one.
   const int64_t slots = int64_t{p.nsel} * Bs, shares = int64_t{p.nsel} * p.chunks * Di;
   const int64_t token_bytes = Hs * (2 * slots + shares) * static_cast<int64_t>(sizeof(float));
-  const int64_t per_pass = std::clamp<int64_t>(kKlPassBytes / std::max<int64_t>(token_bytes, 1), 1,
-                                               std::max<int64_t>(T, 1));
+  const int64_t per_pass =
+      std::clamp<int64_t>(kKlPassBytes / std::max<int64_t>(token_bytes, 1), 1, std::max<int64_t>(T, 1));
   const int64_t pass_rows = std::min(per_pass, T) * Hs;
   ScratchPlan plan;
   const size_t si_at = plan.reserve<SeqInfo>(p.sets.bt.B);
@@ -105,8 +105,7 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
       if (P > 0 && Bs > 0 && rows > 0) {
         MSA_DISPATCH_TILE_DP(D, DP, {
           const int smem = kl_tiles_smem<kl_target_kernel<DT, DP>, KlTiles<DP>>(st);
-          kl_target_kernel<DT, DP>
-              <<<static_cast<unsigned>(P * Hs * p.chunks), kTileThreads, smem, st.native()>>>(p);
+          kl_target_kernel<DT, DP><<<static_cast<unsigned>(P * Hs * p.chunks), kTileThreads, smem, st.native()>>>(p);
           MSA_CUDA_CHECK_LAUNCH();
         });
         MSA_DISPATCH_TILE_DP(Di, DPI, {
@@ -121,8 +120,7 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
       }
       if (P > 0 && Bs > 0) {
         const int smem = kl_tiles_smem<kl_grads_kernel<KT>, GradTiles>(st);
-        kl_grads_kernel<KT>
-            <<<static_cast<unsigned>(P * p.chunks * p.dchunks), kTileThreads, smem, st.native()>>>(p);
+        kl_grads_kernel<KT><<<static_cast<unsigned>(P * p.chunks * p.dchunks), kTileThreads, smem, st.native()>>>(p);
         MSA_CUDA_CHECK_LAUNCH();
       }
       if (rows > 0) {

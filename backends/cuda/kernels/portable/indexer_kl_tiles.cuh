@@ -12,8 +12,8 @@
 
 namespace msa::MSA_GPU_NS {
 
-inline constexpr int kKlDims = 64;       // dims of Di per CTA of kl_grads_kernel
-inline constexpr int kKlMinBlocks = 4;   // CTAs per SM of the product kernels (4 x 51 KiB at D = 128)
+inline constexpr int kKlDims = 64;      // dims of Di per CTA of kl_grads_kernel
+inline constexpr int kKlMinBlocks = 4;  // CTAs per SM of the product kernels (4 x 51 KiB at D = 128)
 
 struct KlParams {
   AttendSets sets;
@@ -56,61 +56,72 @@ __device__ __forceinline__ int64_t slots_at(const KlParams& p, const TokenRow& r
   return (buffer_row(p, r.t, r.g) * p.nsel + r.j) * p.sets.bt.Bs;
 }
 
-// The token rows of inverse-index positions [w, w1) that see slots of the chunk starting
-// at slot j0, in index order, tokens ascending within an entry, selection heads innermost
-// (a dense entry serves every head, a sparse one its own); only_g >= 0 keeps that head's
-// rows. Tokens outside the pass are skipped.
-struct RowCursor {
-  int w, w1;
-  int t = -1, g = 0;
-
-  __device__ bool next(const KlParams& p, int j0, int only_g, TokenRow& out) {
-    const int Bs = p.sets.bt.Bs;
-    while (w < w1) {
-      const Entry en = p.inv.at(w);
-      const bool every = en.hs < 0;
-      const int g_lo = only_g >= 0 ? only_g : (every ? 0 : en.hs);
-      if (t < 0) {
-        if (only_g >= 0 && !every && en.hs != only_g) {
-          ++w;
-          continue;
-        }
-        // The first token past slot j0 of block c: pos >= c * Bs + j0.
-        t = max(max(en.t0, p.t_lo), en.t0 + (en.c * Bs + j0 - en.p0));
-        g = g_lo;
-      }
-      if (t >= min(en.t1, p.t_hi)) {
-        ++w;
-        t = -1;
-        continue;
-      }
-      out.t = t;
-      out.g = g;
-      out.j = p.sets.bidx != nullptr ? static_cast<int>(p.inv.id(w) % p.sets.k) : en.c;
-      out.nv = min(kKeysT, attended_slots(Bs, en.p0 + (t - en.t0), en.c) - j0);
-      if (only_g < 0 && every && g + 1 < p.Hs) {
-        ++g;
-      } else {
-        g = g_lo;
-        ++t;
-      }
-      return true;
-    }
-    return false;
-  }
+// A batch of kTileThreads inverse-index positions and their token rows that see slots of
+// the chunk starting at slot j0: entry e holds rows [off[e], off[e + 1]), tokens from ta
+// (position pos_a) ascending, selection heads innermost (a dense entry serves every head,
+// a sparse one its own; only_g >= 0 keeps that head's rows). Tokens outside the pass
+// are left out.
+struct RowBatch {
+  struct Ent {
+    int ta, pos_a, c, j, g_lo, heads;
+  };
+  Ent ent[kTileThreads];
+  int off[kTileThreads + 1];
+  int scan[kTileThreads / 32 + 2];
 };
 
-// Fills rows[0, n) (n <= cap) from the cursor, in thread 0; returns n to every thread.
-__device__ __forceinline__ int next_rows(const KlParams& p, RowCursor& cur, int j0, int only_g, int cap,
-                                         TokenRow* rows, int* n_out) {
-  __syncthreads();  // the previous rows are consumed
-  if (threadIdx.x == 0) {
-    int n = 0;
-    while (n < cap && cur.next(p, j0, only_g, rows[n])) ++n;
-    *n_out = n;
+// Loads positions [base, min(base + kTileThreads, w1)) into b and returns their rows.
+// Call with every thread of the block.
+__device__ __forceinline__ int load_batch(const KlParams& p, int base, int w1, int j0, int only_g, RowBatch& b) {
+  const int w = base + static_cast<int>(threadIdx.x), Bs = p.sets.bt.Bs;
+  int rows = 0;
+  RowBatch::Ent e{0, 0, 0, 0, 0, 0};
+  if (w < w1) {
+    const Entry en = p.inv.at(w);
+    const bool every = en.hs < 0;
+    if (only_g < 0 || every || en.hs == only_g) {
+      // The first token past slot j0 of block c: pos >= c * Bs + j0.
+      const int ta = max(max(en.t0, p.t_lo), en.t0 + (en.c * Bs + j0 - en.p0)), tb = min(en.t1, p.t_hi);
+      e.ta = ta;
+      e.pos_a = en.p0 + (ta - en.t0);
+      e.c = en.c;
+      e.j = p.sets.bidx != nullptr ? static_cast<int>(p.inv.id(w) % p.sets.k) : en.c;
+      e.g_lo = only_g >= 0 ? only_g : (every ? 0 : en.hs);
+      e.heads = only_g < 0 && every ? p.Hs : 1;
+      rows = max(0, tb - ta) * e.heads;
+    }
+  }
+  __syncthreads();  // the previous batch is consumed
+  int total = 0;
+  const int before = block_excl_scan(rows, b.scan, &total);
+  b.ent[threadIdx.x] = e;
+  b.off[threadIdx.x] = before;
+  if (threadIdx.x == 0) b.off[kTileThreads] = total;
+  __syncthreads();
+  return total;
+}
+
+// rows[r] = row r0 + r of the batch, r < n. Call with every thread of the block (ends with
+// a barrier; starts with one, so the previous rows are consumed).
+__device__ __forceinline__ void batch_rows(const KlParams& p, const RowBatch& b, int r0, int n, int j0,
+                                           TokenRow* rows) {
+  __syncthreads();
+  for (int r = threadIdx.x; r < n; r += kTileThreads) {
+    const int x = r0 + r;
+    int lo = 0, hi = kTileThreads - 1;  // the last entry starting at or before x (it holds x)
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (b.off[mid] <= x)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    const RowBatch::Ent& e = b.ent[lo];
+    const int local = x - b.off[lo], tok = local / e.heads;
+    rows[r] = TokenRow{e.ta + tok, e.g_lo + local % e.heads, e.j,
+                       min(kKeysT, attended_slots(p.sets.bt.Bs, e.pos_a + tok, e.c) - j0)};
   }
   __syncthreads();
-  return *n_out;
 }
 
 // The most slots of the chunk at j0 that a token row of [w0, w1) sees (0: none): keys past
@@ -141,7 +152,8 @@ struct KlTiles {
   float lse[kRowsT];
   int lim[kRowsT];
   TokenRow rows[kRowsT];
-  int n, reach;
+  RowBatch batch;
+  int reach;
 };
 
 template <auto Kernel, class Tiles>
@@ -161,7 +173,7 @@ template <int DT, int DP>
 __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_target_kernel(KlParams p) {
   extern __shared__ __align__(16) char tiles_mem[];
   KlTiles<DP>& s = *reinterpret_cast<KlTiles<DP>*>(tiles_mem);
-  constexpr int ES = KlTiles<DP>::ES, kPairs = kRowsT * kKeysT / kTileThreads;
+  constexpr int ES = KlTiles<DP>::ES;
   int64_t x = blockIdx.x;
   const int chunk = static_cast<int>(x % p.chunks);
   x /= p.chunks;
@@ -182,54 +194,55 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_target_kernel(K
   };
   if (nkv == 1) stage_keys_of(kh0);
   const ProductThread th = product_thread();
-  RowCursor cur{w0, w1};
-  for (;;) {
-    const int n = next_rows(p, cur, j0, g, per_tile, s.rows, &s.n);
-    if (n == 0) break;
-    float pt[kPairs];  // (token row, key) pair tid + m * kTileThreads
+  for (int base = w0; base < w1; base += kTileThreads) {
+    const int total = load_batch(p, base, w1, j0, g, s.batch);
+    for (int r0 = 0; r0 < total; r0 += per_tile) {
+      const int n = min(per_tile, total - r0);
+      batch_rows(p, s.batch, r0, n, j0, s.rows);
+      for (int kv = 0; kv < nkv; ++kv) {
+        const int kh = kh0 + kv;
+        for (int c = 0; c < head_chunks; ++c) {
+          const int h_lo = c * hc, hn = min(hc, G - h_lo), nrows = n * hn;
+          const auto head_of = [&](int r) { return kh * G + h_lo + r % hn; };
+          __syncthreads();  // the previous E (and keys) are consumed
+          if (nkv > 1) stage_keys_of(kh);
+          stage_rows<DT, DP, kRowsT>(s.a, p.q, DT, D, [&](int r) {
+            return r < nrows ? (int64_t{s.rows[r / hn].t} * p.Hq + head_of(r)) * D : int64_t{-1};
+          });
+          for (int r = threadIdx.x; r < kRowsT; r += kTileThreads) {
+            s.lse[r] = r < nrows ? p.lse[int64_t{s.rows[r / hn].t} * p.Hq + head_of(r)] : -__int_as_float(0x7f800000);
+            s.lim[r] = r < nrows ? s.rows[r / hn].nv : 0;
+          }
+          __syncthreads();
+          float sc[4][4];
+          product_block<DP>(s.a, s.b, sc);
+          __syncthreads();  // A is read: E takes its place
 #pragma unroll
-    for (int m = 0; m < kPairs; ++m) pt[m] = 0.0f;
-    for (int kv = 0; kv < nkv; ++kv) {
-      const int kh = kh0 + kv;
-      for (int c = 0; c < head_chunks; ++c) {
-        const int h_lo = c * hc, hn = min(hc, G - h_lo), nrows = n * hn;
-        const auto head_of = [&](int r) { return kh * G + h_lo + r % hn; };
-        __syncthreads();  // the previous E (and keys) are consumed
-        if (nkv > 1) stage_keys_of(kh);
-        stage_rows<DT, DP, kRowsT>(s.a, p.q, DT, D, [&](int r) {
-          return r < nrows ? (int64_t{s.rows[r / hn].t} * p.Hq + head_of(r)) * D : int64_t{-1};
-        });
-        for (int r = threadIdx.x; r < kRowsT; r += kTileThreads) {
-          s.lse[r] = r < nrows ? p.lse[int64_t{s.rows[r / hn].t} * p.Hq + head_of(r)] : -__int_as_float(0x7f800000);
-          s.lim[r] = r < nrows ? s.rows[r / hn].nv : 0;
-        }
-        __syncthreads();
-        float sc[4][4];
-        product_block<DP>(s.a, s.b, sc);
-        __syncthreads();  // A is read: E takes its place
+          for (int i = 0; i < 4; ++i) {
+            const int r = th.rg + 8 * i;
+            const float l = s.lse[r];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int r = th.rg + 8 * i;
-          const float l = s.lse[r];
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int k = th.kg + 16 * u;
-            s.a[r * ES + k] = k < s.lim[r] && !is_neg_inf(l) ? expf(p.scale * sc[i][u] - l) : 0.0f;
+            for (int u = 0; u < 4; ++u) {
+              const int k = th.kg + 16 * u;
+              s.a[r * ES + k] = k < s.lim[r] && !is_neg_inf(l) ? expf(p.scale * sc[i][u] - l) : 0.0f;
+            }
+          }
+          __syncthreads();
+          // Each (token row, key) pair has one owning thread, which keeps the running sum
+          // in the target buffer across the tiles of a token row (several only when
+          // G > kRowsT or in shared mode).
+          const bool first = kv == 0 && c == 0, last = kv == nkv - 1 && c == head_chunks - 1;
+          for (int idx = threadIdx.x; idx < n * kKeysT; idx += kTileThreads) {
+            const int i = idx / kKeysT, k = idx % kKeysT;
+            if (k >= s.rows[i].nv) continue;
+            float sum = 0.0f;
+            for (int h = 0; h < hn; ++h) sum += s.a[(i * hn + h) * ES + k];
+            float* pt = p.target + slots_at(p, s.rows[i]) + j0 + k;
+            if (!first) sum = *pt + sum;
+            *pt = last ? sum / nh : sum;
           }
         }
-        __syncthreads();
-#pragma unroll
-        for (int m = 0; m < kPairs; ++m) {
-          const int idx = static_cast<int>(threadIdx.x) + m * kTileThreads, i = idx / kKeysT, k = idx % kKeysT;
-          if (i < n)
-            for (int h = 0; h < hn; ++h) pt[m] += s.a[(i * hn + h) * ES + k];
-        }
       }
-    }
-#pragma unroll
-    for (int m = 0; m < kPairs; ++m) {
-      const int idx = static_cast<int>(threadIdx.x) + m * kTileThreads, i = idx / kKeysT, k = idx % kKeysT;
-      if (i < n && k < s.rows[i].nv) p.target[slots_at(p, s.rows[i]) + j0 + k] = pt[m] / nh;
     }
   }
 }
@@ -246,38 +259,39 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_logit_kernel(Kl
   const int w0 = p.inv.begin[page * p.Hb], w1 = p.inv.begin[(page + 1) * p.Hb];
   const int reach = chunk_reach(p, w0, w1, j0, -1, &s.reach);
   if (reach <= 0) return;
-  stage_rows<KT, DP, kKeysT>(s.b, p.ki, KT, Di, [&](int r) {
-    return r < reach ? (page * Bs + j0 + r) * int64_t{Di} : int64_t{-1};
-  });
+  stage_rows<KT, DP, kKeysT>(s.b, p.ki, KT, Di,
+                             [&](int r) { return r < reach ? (page * Bs + j0 + r) * int64_t{Di} : int64_t{-1}; });
   const ProductThread th = product_thread();
-  RowCursor cur{w0, w1};
-  for (;;) {
-    const int n = next_rows(p, cur, j0, -1, kRowsT, s.rows, &s.n);
-    if (n == 0) break;
-    stage_rows<kAnyDtype, DP, kRowsT>(s.a, p.qi, p.qi_dt, Di, [&](int r) {
-      return r < n ? (int64_t{s.rows[r].t} * p.Hs + s.rows[r].g) * Di : int64_t{-1};
-    });
-    __syncthreads();
-    float sc[4][4];
-    product_block<DP>(s.a, s.b, sc);
+  for (int base = w0; base < w1; base += kTileThreads) {
+    const int total = load_batch(p, base, w1, j0, -1, s.batch);
+    for (int r0 = 0; r0 < total; r0 += kRowsT) {
+      const int n = min(kRowsT, total - r0);
+      batch_rows(p, s.batch, r0, n, j0, s.rows);
+      stage_rows<kAnyDtype, DP, kRowsT>(s.a, p.qi, p.qi_dt, Di, [&](int r) {
+        return r < n ? (int64_t{s.rows[r].t} * p.Hs + s.rows[r].g) * Di : int64_t{-1};
+      });
+      __syncthreads();
+      float sc[4][4];
+      product_block<DP>(s.a, s.b, sc);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = th.rg + 8 * i;
-      if (r >= n) continue;
-      const TokenRow row = s.rows[r];
-      float* out = p.logit + slots_at(p, row) + j0;
+      for (int i = 0; i < 4; ++i) {
+        const int r = th.rg + 8 * i;
+        if (r >= n) continue;
+        const TokenRow row = s.rows[r];
+        float* out = p.logit + slots_at(p, row) + j0;
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int k = th.kg + 16 * u;
-        if (k < row.nv) out[k] = p.scale_i * sc[i][u];
+        for (int u = 0; u < 4; ++u) {
+          const int k = th.kg + 16 * u;
+          if (k < row.nv) out[k] = p.scale_i * sc[i][u];
+        }
       }
     }
   }
 }
 
-// The target of a token row whose set is one slot (slot 0 of block `page`), in f64 with
-// cpu-ref's dot: a head whose lse is that slot's exact score adds exactly 1, so the row
-// gets p = 1, kl = 0 and zero gradients exactly where the reference does.
+// The target of a token row whose set is one slot (slot 0 of block `page`), its scores
+// in f64 with cpu-ref's dot: a head whose lse is that slot's exact score adds exactly 1,
+// so the row gets p = 1, kl = 0 and zero gradients exactly where the reference does.
 __device__ __forceinline__ float lone_slot_target(const KlParams& p, int t, int g, int64_t page) {
   const int h0 = p.shared ? 0 : g * p.G, nh = p.shared ? p.Hq : p.G;
   double sum = 0.0;
@@ -285,15 +299,22 @@ __device__ __forceinline__ float lone_slot_target(const KlParams& p, int t, int 
     const float l = p.lse[int64_t{t} * p.Hq + h];
     if (is_neg_inf(l)) continue;
     const int64_t qo = (int64_t{t} * p.Hq + h) * p.D, ko = (page * p.Hkv + h / p.G) * p.sets.bt.Bs * int64_t{p.D};
-    double s4[4] = {0.0, 0.0, 0.0, 0.0};
+    const auto term = [&](int d) {
+      return static_cast<double>(load_any(p.q, p.q_dt, qo + d)) * static_cast<double>(load_any(p.kc, p.q_dt, ko + d));
+    };
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     int d = 0;
-    for (; d + 4 <= p.D; d += 4)
-      for (int e = 0; e < 4; ++e)
-        s4[e] += static_cast<double>(load_any(p.q, p.q_dt, qo + d + e)) *
-                 static_cast<double>(load_any(p.kc, p.q_dt, ko + d + e));
-    for (; d < p.D; ++d)
-      s4[0] += static_cast<double>(load_any(p.q, p.q_dt, qo + d)) * static_cast<double>(load_any(p.kc, p.q_dt, ko + d));
-    sum += exp(static_cast<double>(p.scale) * ((s4[0] + s4[1]) + (s4[2] + s4[3])) - static_cast<double>(l));
+    for (; d + 4 <= p.D; d += 4) {
+      s0 += term(d);
+      s1 += term(d + 1);
+      s2 += term(d + 2);
+      s3 += term(d + 3);
+    }
+    for (; d < p.D; ++d) s0 += term(d);
+    // The exponent in f64; expf of it is exactly 1 where the f64 exp is (f64 exp would
+    // make ptxas spill registers in the rows kernel).
+    sum += static_cast<double>(
+        expf(static_cast<float>(static_cast<double>(p.scale) * ((s0 + s1) + (s2 + s3)) - static_cast<double>(l))));
   }
   return static_cast<float>(sum / nh);
 }
@@ -355,14 +376,15 @@ struct GradTiles {
   alignas(16) float q[kRowsT * S];
   float ct[kKeysT * CS];
   TokenRow rows[kRowsT];
-  int n, reach;
+  RowBatch batch;
+  int reach;
 };
 
 // grid: P x chunks x dchunks. Over the page's token rows (index order), kRowsT at a time:
 // dki_cache += W^T qi for the chunk's keys (W: the rows' logit gradients), and each row's
 // share W ki of dqi, stored for kl_dqi_kernel. Every CTA writes its dki_cache block.
 template <int KT>
-__global__ void __launch_bounds__(kTileThreads) kl_grads_kernel(KlParams p) {
+__global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_grads_kernel(KlParams p) {
   extern __shared__ __align__(16) char tiles_mem[];
   GradTiles& s = *reinterpret_cast<GradTiles*>(tiles_mem);
   constexpr int S = GradTiles::S, CS = GradTiles::CS;
@@ -378,53 +400,54 @@ __global__ void __launch_bounds__(kTileThreads) kl_grads_kernel(KlParams p) {
   const int kq = threadIdx.x % 16, dq = threadIdx.x / 16, rq = threadIdx.x % 8, dg = threadIdx.x / 8;
   float dk[4][8] = {};
   if (reach > 0) {
-    stage_rows<KT, kKlDims, kKeysT>(s.ki, p.ki, KT, dn, [&](int r) {
-      return r < reach ? (page * Bs + j0 + r) * int64_t{Di} + d0 : int64_t{-1};
-    });
-    RowCursor cur{w0, w1};
-    for (;;) {
-      const int n = next_rows(p, cur, j0, -1, kRowsT, s.rows, &s.n);
-      if (n == 0) break;
-      stage_rows<kAnyDtype, kKlDims, kRowsT>(s.q, p.qi, p.qi_dt, dn, [&](int r) {
-        return r < n ? (int64_t{s.rows[r].t} * p.Hs + s.rows[r].g) * Di + d0 : int64_t{-1};
-      });
-      for (int i = threadIdx.x; i < kRowsT * kKeysT; i += kTileThreads) {
-        const int r = i / kKeysT, k = i % kKeysT;
-        s.ct[k * CS + r] = r < n && k < s.rows[r].nv ? p.target[slots_at(p, s.rows[r]) + j0 + k] : 0.0f;
-      }
-      __syncthreads();
-      for (int r = 0; r < n; ++r) {
-        const float4 q0 = *reinterpret_cast<const float4*>(&s.q[r * S + dq * 8]);
-        const float4 q1 = *reinterpret_cast<const float4*>(&s.q[r * S + dq * 8 + 4]);
-        const float qv[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const float c = s.ct[(kq + 16 * u) * CS + r];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) dk[u][e] = fmaf(c, qv[e], dk[u][e]);
+    stage_rows<KT, kKlDims, kKeysT>(
+        s.ki, p.ki, KT, dn, [&](int r) { return r < reach ? (page * Bs + j0 + r) * int64_t{Di} + d0 : int64_t{-1}; });
+    for (int base = w0; base < w1; base += kTileThreads) {
+      const int total = load_batch(p, base, w1, j0, -1, s.batch);
+      for (int r0 = 0; r0 < total; r0 += kRowsT) {
+        const int n = min(kRowsT, total - r0);
+        batch_rows(p, s.batch, r0, n, j0, s.rows);
+        stage_rows<kAnyDtype, kKlDims, kRowsT>(s.q, p.qi, p.qi_dt, dn, [&](int r) {
+          return r < n ? (int64_t{s.rows[r].t} * p.Hs + s.rows[r].g) * Di + d0 : int64_t{-1};
+        });
+        for (int i = threadIdx.x; i < kRowsT * kKeysT; i += kTileThreads) {
+          const int r = i / kKeysT, k = i % kKeysT;
+          s.ct[k * CS + r] = r < n && k < s.rows[r].nv ? p.target[slots_at(p, s.rows[r]) + j0 + k] : 0.0f;
         }
-      }
-      float dv[4][4] = {};
-      for (int k = 0; k < reach; ++k) {
-        const float4 kv = *reinterpret_cast<const float4*>(&s.ki[k * S + dg * 4]);
+        __syncthreads();
+        for (int r = 0; r < n; ++r) {
+          const float4 q0 = *reinterpret_cast<const float4*>(&s.q[r * S + dq * 8]);
+          const float4 q1 = *reinterpret_cast<const float4*>(&s.q[r * S + dq * 8 + 4]);
+          const float qv[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const float c = s.ct[(kq + 16 * u) * CS + r];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) dk[u][e] = fmaf(c, qv[e], dk[u][e]);
+          }
+        }
+        float dv[4][4] = {};
+        for (int k = 0; k < reach; ++k) {
+          const float4 kv = *reinterpret_cast<const float4*>(&s.ki[k * S + dg * 4]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float c = s.ct[k * CS + rq + 8 * i];
+            dv[i][0] = fmaf(c, kv.x, dv[i][0]);
+            dv[i][1] = fmaf(c, kv.y, dv[i][1]);
+            dv[i][2] = fmaf(c, kv.z, dv[i][2]);
+            dv[i][3] = fmaf(c, kv.w, dv[i][3]);
+          }
+        }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const float c = s.ct[k * CS + rq + 8 * i];
-          dv[i][0] = fmaf(c, kv.x, dv[i][0]);
-          dv[i][1] = fmaf(c, kv.y, dv[i][1]);
-          dv[i][2] = fmaf(c, kv.z, dv[i][2]);
-          dv[i][3] = fmaf(c, kv.w, dv[i][3]);
+          const int r = rq + 8 * i;
+          if (r >= n) continue;
+          const TokenRow row = s.rows[r];
+          float* out = p.dpart + ((buffer_row(p, row.t, row.g) * p.nsel + row.j) * p.chunks + chunk) * Di + d0;
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (dg * 4 + e < dn) out[dg * 4 + e] = dv[i][e];
         }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = rq + 8 * i;
-        if (r >= n) continue;
-        const TokenRow row = s.rows[r];
-        float* out = p.dpart + ((buffer_row(p, row.t, row.g) * p.nsel + row.j) * p.chunks + chunk) * Di + d0;
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (dg * 4 + e < dn) out[dg * 4 + e] = dv[i][e];
       }
     }
   }
