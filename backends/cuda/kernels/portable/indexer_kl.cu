@@ -73,6 +73,14 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
   p.nsel = sparse ? p.sets.k : p.sets.bt.max_blocks;
   p.chunks = static_cast<int>((Bs + kKeysT - 1) / kKeysT);
   p.dchunks = static_cast<int>((Di + kKlDims - 1) / kKlDims);
+  // Tiles of the call, roughly: (token row, block) pairs (dense: half the blocks on
+  // average) per key chunk, kRowsT rows a tile (the target: its token rows a tile).
+  const int64_t pairs = T * Hs * p.nsel / (sparse ? 1 : 2) * p.chunks;
+  const int64_t G = Hq / std::max<int64_t>(Hkv, 1);
+  p.splits_t = kl_splits(P * Hs * p.chunks, pairs / std::max<int64_t>(1, kRowsT / G), 32);
+  p.splits_l = kl_splits(P * p.chunks, pairs / kRowsT, 32);
+  p.splits_g = kl_splits(P * p.chunks * p.dchunks, pairs * p.dchunks / kRowsT, 8);
+  p.plane = P * Bs * Di;
 
   // Tokens per pass: as many as the pass scratch holds, at least one.
   const int64_t slots = int64_t{p.nsel} * Bs, shares = int64_t{p.nsel} * p.chunks * Di;
@@ -86,11 +94,13 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
   const size_t target_at = plan.reserve<float>(pass_rows * slots);
   const size_t logit_at = plan.reserve<float>(pass_rows * slots);
   const size_t share_at = plan.reserve<float>(pass_rows * shares);
+  const size_t part_at = plan.reserve<float>(p.splits_g > 1 ? p.splits_g * p.plane : 0);
   char* ws = plan.allocate(st);
   p.sets.si = reinterpret_cast<SeqInfo*>(ws + si_at);
   p.target = reinterpret_cast<float*>(ws + target_at);
   p.logit = reinterpret_cast<float*>(ws + logit_at);
   p.dpart = reinterpret_cast<float*>(ws + share_at);
+  p.part = reinterpret_cast<float*>(ws + part_at);
   launch_seq_info(st, p.sets, sparse, reinterpret_cast<SeqInfo*>(ws + si_at));
   p.inv = build_inverse(st, p.sets, p.Hb, ip, ws);
 
@@ -105,12 +115,14 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
       if (P > 0 && Bs > 0 && rows > 0) {
         MSA_DISPATCH_TILE_DP(D, DP, {
           const int smem = kl_tiles_smem<kl_target_kernel<DT, DP>, KlTiles<DP>>(st);
-          kl_target_kernel<DT, DP><<<static_cast<unsigned>(P * Hs * p.chunks), kTileThreads, smem, st.native()>>>(p);
+          kl_target_kernel<DT, DP>
+              <<<static_cast<unsigned>(P * Hs * p.chunks * p.splits_t), kTileThreads, smem, st.native()>>>(p);
           MSA_CUDA_CHECK_LAUNCH();
         });
         MSA_DISPATCH_TILE_DP(Di, DPI, {
           const int smem = kl_tiles_smem<kl_logit_kernel<KT, DPI>, KlTiles<DPI>>(st);
-          kl_logit_kernel<KT, DPI><<<static_cast<unsigned>(P * p.chunks), kTileThreads, smem, st.native()>>>(p);
+          kl_logit_kernel<KT, DPI>
+              <<<static_cast<unsigned>(P * p.chunks * p.splits_l), kTileThreads, smem, st.native()>>>(p);
           MSA_CUDA_CHECK_LAUNCH();
         });
       }
@@ -120,8 +132,14 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
       }
       if (P > 0 && Bs > 0) {
         const int smem = kl_tiles_smem<kl_grads_kernel<KT>, GradTiles>(st);
-        kl_grads_kernel<KT><<<static_cast<unsigned>(P * p.chunks * p.dchunks), kTileThreads, smem, st.native()>>>(p);
+        kl_grads_kernel<KT>
+            <<<static_cast<unsigned>(P * p.chunks * p.dchunks * p.splits_g), kTileThreads, smem, st.native()>>>(p);
         MSA_CUDA_CHECK_LAUNCH();
+        if (p.splits_g > 1) {
+          kl_dki_merge_kernel<kRowThreads>
+              <<<grid_for(p.plane, kRowThreads, st.props()), kRowThreads, 0, st.native()>>>(p);
+          MSA_CUDA_CHECK_LAUNCH();
+        }
       }
       if (rows > 0) {
         kl_dqi_kernel<kRowThreads><<<static_cast<unsigned>(rows), kRowThreads, 0, st.native()>>>(p);

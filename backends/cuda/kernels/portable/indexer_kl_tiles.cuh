@@ -4,6 +4,7 @@
 // or the block when dense), Bs slots per entry; only slots it sees are written or read,
 // so slack slots (NaN allowed) never enter a sum.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "backends/cuda/kernels/portable/product_tiles.cuh"
@@ -13,7 +14,19 @@
 namespace msa::MSA_GPU_NS {
 
 inline constexpr int kKlDims = 64;      // dims of Di per CTA of kl_grads_kernel
-inline constexpr int kKlMinBlocks = 4;  // CTAs per SM of the product kernels (4 x 51 KiB at D = 128)
+inline constexpr int kKlMinBlocks = 4;  // CTAs per SM of the product kernels (4 x 55 KiB at D = 128)
+
+// CTAs sharing one bucket's tiles (tile i goes to split i % splits), from the shape alone
+// (the dki_cache sums of kl_grads_kernel follow the splits): enough for about
+// kKlTargetCtas CTAs, but at least kKlSplitTiles of the call's `tiles` each. A sink
+// block every token selects makes its page's bucket some T / blocks times the average;
+// the splits bound its CTAs' share of the call.
+inline constexpr int64_t kKlTargetCtas = 16384, kKlSplitTiles = 8;
+inline int kl_splits(int64_t ctas, int64_t tiles, int max_splits) {
+  if (ctas <= 0) return 1;
+  const int64_t want = std::min((kKlTargetCtas + ctas - 1) / ctas, tiles / (ctas * kKlSplitTiles));
+  return static_cast<int>(std::clamp<int64_t>(want, 1, max_splits));
+}
 
 struct KlParams {
   AttendSets sets;
@@ -31,10 +44,13 @@ struct KlParams {
   float* dqi = nullptr;
   float* dki = nullptr;
   InverseIndex inv;
-  int Hb = 1;       // inverse-index buckets per page: Hs (sparse) or 1
-  int nsel = 0;     // selection entries per token row: k, or max_blocks when dense
-  int chunks = 1;   // key chunks of a page: ceil(Bs / kKeysT)
-  int dchunks = 1;  // ceil(Di / kKlDims)
+  int Hb = 1;                                    // inverse-index buckets per page: Hs (sparse) or 1
+  int nsel = 0;                                  // selection entries per token row: k, or max_blocks when dense
+  int chunks = 1;                                // key chunks of a page: ceil(Bs / kKeysT)
+  int dchunks = 1;                               // ceil(Di / kKlDims)
+  int splits_t = 1, splits_l = 1, splits_g = 1;  // kl_splits of the target, logit and grads kernels
+  int64_t plane = 0;                             // P * Bs * Di
+  float* part = nullptr;                         // [splits_g][P][Bs][Di]: each split's dki_cache sums (splits_g > 1)
   // The pass: tokens [t_lo, t_hi); the first stores dki, later ones add to it.
   int t_lo = 0, t_hi = 0;
   bool first = true;
@@ -164,7 +180,7 @@ int kl_tiles_smem(const Stream& st) {
   return bytes;
 }
 
-// grid: P x Hs x chunks. The target of selection head g over the chunk's slots: per tile
+// grid: P x Hs x chunks x splits_t. The target of selection head g over the chunk's slots: per tile
 // the group's query heads of up to kRowsT / G token rows (a head chunk of one token row
 // when G > kRowsT) against the KV head's keys, P = exp(scale q.k - lse) (0 past a row's
 // slots and for lse = -inf), summed per token row in head order; shared mode repeats the
@@ -175,6 +191,8 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_target_kernel(K
   KlTiles<DP>& s = *reinterpret_cast<KlTiles<DP>*>(tiles_mem);
   constexpr int ES = KlTiles<DP>::ES;
   int64_t x = blockIdx.x;
+  const int split = static_cast<int>(x % p.splits_t);
+  x /= p.splits_t;
   const int chunk = static_cast<int>(x % p.chunks);
   x /= p.chunks;
   const int g = static_cast<int>(x % p.Hs);
@@ -194,9 +212,11 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_target_kernel(K
   };
   if (nkv == 1) stage_keys_of(kh0);
   const ProductThread th = product_thread();
+  int tile = 0;
   for (int base = w0; base < w1; base += kTileThreads) {
     const int total = load_batch(p, base, w1, j0, g, s.batch);
-    for (int r0 = 0; r0 < total; r0 += per_tile) {
+    for (int r0 = 0; r0 < total; r0 += per_tile, ++tile) {
+      if (tile % p.splits_t != split) continue;
       const int n = min(per_tile, total - r0);
       batch_rows(p, s.batch, r0, n, j0, s.rows);
       for (int kv = 0; kv < nkv; ++kv) {
@@ -247,14 +267,15 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_target_kernel(K
   }
 }
 
-// grid: P x chunks. The student's logits scale_i qi.ki of the chunk's slots for every
+// grid: P x chunks x splits_l. The student's logits scale_i qi.ki of the chunk's slots for every
 // token row of the page (all its buckets), kRowsT rows per tile.
 template <int KT, int DP>
 __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_logit_kernel(KlParams p) {
   extern __shared__ __align__(16) char tiles_mem[];
   KlTiles<DP>& s = *reinterpret_cast<KlTiles<DP>*>(tiles_mem);
-  const int chunk = static_cast<int>(blockIdx.x % p.chunks);
-  const int64_t page = blockIdx.x / p.chunks;
+  const int split = static_cast<int>(blockIdx.x % p.splits_l);
+  const int chunk = static_cast<int>(blockIdx.x / p.splits_l % p.chunks);
+  const int64_t page = blockIdx.x / p.splits_l / p.chunks;
   const int Bs = p.sets.bt.Bs, Di = p.Di, j0 = chunk * kKeysT;
   const int w0 = p.inv.begin[page * p.Hb], w1 = p.inv.begin[(page + 1) * p.Hb];
   const int reach = chunk_reach(p, w0, w1, j0, -1, &s.reach);
@@ -262,9 +283,11 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_logit_kernel(Kl
   stage_rows<KT, DP, kKeysT>(s.b, p.ki, KT, Di,
                              [&](int r) { return r < reach ? (page * Bs + j0 + r) * int64_t{Di} : int64_t{-1}; });
   const ProductThread th = product_thread();
+  int tile = 0;
   for (int base = w0; base < w1; base += kTileThreads) {
     const int total = load_batch(p, base, w1, j0, -1, s.batch);
-    for (int r0 = 0; r0 < total; r0 += kRowsT) {
+    for (int r0 = 0; r0 < total; r0 += kRowsT, ++tile) {
+      if (tile % p.splits_l != split) continue;
       const int n = min(kRowsT, total - r0);
       batch_rows(p, s.batch, r0, n, j0, s.rows);
       stage_rows<kAnyDtype, DP, kRowsT>(s.a, p.qi, p.qi_dt, Di, [&](int r) {
@@ -380,15 +403,18 @@ struct GradTiles {
   int reach;
 };
 
-// grid: P x chunks x dchunks. Over the page's token rows (index order), kRowsT at a time:
-// dki_cache += W^T qi for the chunk's keys (W: the rows' logit gradients), and each row's
-// share W ki of dqi, stored for kl_dqi_kernel. Every CTA writes its dki_cache block.
+// grid: P x chunks x dchunks x splits_g. Over its split's tiles of the page's token rows
+// (index order, kRowsT rows each): dki_cache += W^T qi for the chunk's keys (W: the rows'
+// logit gradients), and each row's share W ki of dqi, stored for kl_dqi_kernel. Every
+// CTA writes its dki_cache block (splits_g > 1: its split's plane of part).
 template <int KT>
 __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_grads_kernel(KlParams p) {
   extern __shared__ __align__(16) char tiles_mem[];
   GradTiles& s = *reinterpret_cast<GradTiles*>(tiles_mem);
   constexpr int S = GradTiles::S, CS = GradTiles::CS;
   int64_t x = blockIdx.x;
+  const int split = static_cast<int>(x % p.splits_g);
+  x /= p.splits_g;
   const int dc = static_cast<int>(x % p.dchunks);
   x /= p.dchunks;
   const int chunk = static_cast<int>(x % p.chunks);
@@ -402,9 +428,11 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_grads_kernel(Kl
   if (reach > 0) {
     stage_rows<KT, kKlDims, kKeysT>(
         s.ki, p.ki, KT, dn, [&](int r) { return r < reach ? (page * Bs + j0 + r) * int64_t{Di} + d0 : int64_t{-1}; });
+    int tile = 0;
     for (int base = w0; base < w1; base += kTileThreads) {
       const int total = load_batch(p, base, w1, j0, -1, s.batch);
-      for (int r0 = 0; r0 < total; r0 += kRowsT) {
+      for (int r0 = 0; r0 < total; r0 += kRowsT, ++tile) {
+        if (tile % p.splits_g != split) continue;
         const int n = min(kRowsT, total - r0);
         batch_rows(p, s.batch, r0, n, j0, s.rows);
         stage_rows<kAnyDtype, kKlDims, kRowsT>(s.q, p.qi, p.qi_dt, dn, [&](int r) {
@@ -455,12 +483,24 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_grads_kernel(Kl
   for (int u = 0; u < 4; ++u) {
     const int key = j0 + kq + 16 * u;
     if (key >= Bs) continue;
-    float* out = p.dki + (page * Bs + key) * Di + d0;
+    const int64_t at = (page * Bs + key) * Di + d0;
+    float* out = p.splits_g > 1 ? p.part + split * p.plane + at : p.dki + at;
+    const bool add = p.splits_g == 1 && !p.first;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int d = dq * 8 + e;
-      if (d < dn) out[d] = p.first ? dk[u][e] : out[d] + dk[u][e];
+      if (d < dn) out[d] = add ? out[d] + dk[u][e] : dk[u][e];
     }
+  }
+}
+
+// dki_cache (plus its value from earlier passes) += the splits' sums, in split order.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) kl_dki_merge_kernel(KlParams p) {
+  for (int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x; i < p.plane; i += int64_t{gridDim.x} * kThreads) {
+    float v = p.first ? 0.0f : p.dki[i];
+    for (int sp = 0; sp < p.splits_g; ++sp) v += p.part[sp * p.plane + i];
+    p.dki[i] = v;
   }
 }
 

@@ -60,28 +60,54 @@ __device__ __forceinline__ void product_block(const float* a, const float* b, fl
   }
 }
 
-// dst row r (r < kRows, tile_stride<DP>() floats a row) = the D elements of `src` (element
-// type DT; kAny: the runtime dtype dt) at offset row_off(r), zero past D; row_off(r) < 0
-// gives a zero row. Call with every thread of the block.
+// Elements [i, i + 4) of `src` (element type DT) as floats: one 8- or 16-byte load where
+// they are that aligned (rows of D % 4 == 0 elements in an aligned tensor), else four.
+template <int DT>
+__device__ __forceinline__ void load4(const void* src, int64_t i, float (&v)[4]) {
+  using T = typename Elem<DT>::T;
+  const T* p = static_cast<const T*>(src) + i;
+  if (reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)) == 0) {
+    if constexpr (sizeof(T) == 4) {
+      const float4 x = *reinterpret_cast<const float4*>(p);
+      v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+    } else {
+      const uint2 x = *reinterpret_cast<const uint2*>(p);
+      v[0] = Elem<DT>::load(static_cast<T>(x.x & 0xffffu)), v[1] = Elem<DT>::load(static_cast<T>(x.x >> 16));
+      v[2] = Elem<DT>::load(static_cast<T>(x.y & 0xffffu)), v[3] = Elem<DT>::load(static_cast<T>(x.y >> 16));
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) v[e] = Elem<DT>::load(p[e]);
+}
+
+// dst row r (r < kRows, tile_stride<DP>() floats a row) = the D elements of `src` at
+// offset row_off(r), zero past D; row_off(r) < 0 gives a zero row. The element type is DT
+// (kAnyDtype: the runtime dtype dt, f32 / f16 / bf16). Call with every thread of the
+// block.
 inline constexpr int kAnyDtype = -1;
 template <int DT, int DP, int kRows, class RowOff>
 __device__ __forceinline__ void stage_rows(float* dst, const void* src, int dt, int D, RowOff row_off) {
   constexpr int S = tile_stride<DP>(), Q = DP / 4;
   for (int i = threadIdx.x; i < kRows * Q; i += kTileThreads) {
     const int r = i / Q, d = (i % Q) * 4;
-    const int64_t off = row_off(r);
+    const int64_t off = d < D ? row_off(r) : -1;
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (off >= 0) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (d + e >= D) break;
-        if constexpr (DT == kAnyDtype) {
-          v[e] = load_any(src, dt, off + d + e);
-        } else {
-          using T = typename Elem<DT>::T;
-          v[e] = Elem<DT>::load(static_cast<const T*>(src)[off + d + e]);
-        }
+    if (off >= 0 && d + 4 <= D) {
+      if constexpr (DT == kAnyDtype) {
+        if (dt == kF32)
+          load4<kF32>(src, off + d, v);
+        else if (dt == kF16)
+          load4<kF16>(src, off + d, v);
+        else
+          load4<kBF16>(src, off + d, v);
+      } else {
+        load4<DT>(src, off + d, v);
       }
+    } else if (off >= 0) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (d + e < D) v[e] = load_any(src, DT == kAnyDtype ? dt : DT, off + d + e);
     }
     *reinterpret_cast<float4*>(dst + r * S + d) = make_float4(v[0], v[1], v[2], v[3]);
   }
