@@ -14,8 +14,8 @@
 //     sum over the page's rows (index order) of the gradient times qi, and per row the
 //     chunk's share of dqi (gradient times ki), stored;
 //  4. kl_dqi_kernel: dqi = the shares of each row's blocks in block_idx order.
-// The per-slot buffers take a pass of tokens at a time (kKlPassBytes); later passes add
-// to dki_cache. The token sets and their device checks are those of the forward
+// The per-slot buffers take a pass of tokens at a time (pass_bytes); later passes add to
+// dki_cache. The token sets and their device checks are those of the forward
 // attention ops.
 #include <algorithm>
 #include <type_traits>
@@ -27,8 +27,12 @@
 namespace msa::MSA_GPU_NS {
 namespace {
 
-// Scratch of one pass: the target / gradient and logit buffers and the dqi shares.
-constexpr int64_t kKlPassBytes = int64_t{1} << 30;
+// Scratch of one pass (the target / gradient and logit buffers and the dqi shares): a
+// 64th of the device's memory (1 GiB where it is not known).
+int64_t pass_bytes(const Stream& st) {
+  const size_t mem = st.props().memory_bytes;
+  return mem > 0 ? static_cast<int64_t>(mem / 64) : int64_t{1} << 30;
+}
 
 }  // namespace
 
@@ -86,7 +90,7 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
   const int64_t slots = int64_t{p.nsel} * Bs, shares = int64_t{p.nsel} * p.chunks * Di;
   const int64_t token_bytes = Hs * (2 * slots + shares) * static_cast<int64_t>(sizeof(float));
   const int64_t per_pass =
-      std::clamp<int64_t>(kKlPassBytes / std::max<int64_t>(token_bytes, 1), 1, std::max<int64_t>(T, 1));
+      std::clamp<int64_t>(pass_bytes(st) / std::max<int64_t>(token_bytes, 1), 1, std::max<int64_t>(T, 1));
   const int64_t pass_rows = std::min(per_pass, T) * Hs;
   ScratchPlan plan;
   const size_t si_at = plan.reserve<SeqInfo>(p.sets.bt.B);

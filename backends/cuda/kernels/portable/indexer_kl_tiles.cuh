@@ -140,6 +140,29 @@ __device__ __forceinline__ void batch_rows(const KlParams& p, const RowBatch& b,
   __syncthreads();
 }
 
+// fn(n) for this split's tiles (tile i goes to split i % splits) of the token rows of
+// inverse-index positions [w0, w1) that see the chunk at j0, with rows[0, n) (n <= cap)
+// the tile's rows. Call with every thread of the block.
+template <class Fn>
+__device__ __forceinline__ void for_each_tile(const KlParams& p, RowBatch& b, TokenRow* rows, int w0, int w1, int j0,
+                                              int only_g, int cap, int splits, int split, Fn&& fn) {
+  int tile = 0;
+  for (int base = w0; base < w1; base += kTileThreads) {
+    const int total = load_batch(p, base, w1, j0, only_g, b);
+    for (int r0 = 0; r0 < total; r0 += cap, ++tile) {
+      if (tile % splits != split) continue;
+      const int n = min(cap, total - r0);
+      batch_rows(p, b, r0, n, j0, rows);
+      fn(n);
+    }
+  }
+}
+
+// Element offset of a token row's qi row.
+__device__ __forceinline__ int64_t qi_row(const KlParams& p, const TokenRow& r) {
+  return (int64_t{r.t} * p.Hs + r.g) * p.Di;
+}
+
 // The most slots of the chunk at j0 that a token row of [w0, w1) sees (0: none): keys past
 // it are never staged. Call with every thread of the block.
 __device__ __forceinline__ int chunk_reach(const KlParams& p, int w0, int w1, int j0, int only_g, int* s_reach) {
@@ -212,59 +235,52 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_target_kernel(K
   };
   if (nkv == 1) stage_keys_of(kh0);
   const ProductThread th = product_thread();
-  int tile = 0;
-  for (int base = w0; base < w1; base += kTileThreads) {
-    const int total = load_batch(p, base, w1, j0, g, s.batch);
-    for (int r0 = 0; r0 < total; r0 += per_tile, ++tile) {
-      if (tile % p.splits_t != split) continue;
-      const int n = min(per_tile, total - r0);
-      batch_rows(p, s.batch, r0, n, j0, s.rows);
-      for (int kv = 0; kv < nkv; ++kv) {
-        const int kh = kh0 + kv;
-        for (int c = 0; c < head_chunks; ++c) {
-          const int h_lo = c * hc, hn = min(hc, G - h_lo), nrows = n * hn;
-          const auto head_of = [&](int r) { return kh * G + h_lo + r % hn; };
-          __syncthreads();  // the previous E (and keys) are consumed
-          if (nkv > 1) stage_keys_of(kh);
-          stage_rows<DT, DP, kRowsT>(s.a, p.q, DT, D, [&](int r) {
-            return r < nrows ? (int64_t{s.rows[r / hn].t} * p.Hq + head_of(r)) * D : int64_t{-1};
-          });
-          for (int r = threadIdx.x; r < kRowsT; r += kTileThreads) {
-            s.lse[r] = r < nrows ? p.lse[int64_t{s.rows[r / hn].t} * p.Hq + head_of(r)] : -__int_as_float(0x7f800000);
-            s.lim[r] = r < nrows ? s.rows[r / hn].nv : 0;
-          }
-          __syncthreads();
-          float sc[4][4];
-          product_block<DP>(s.a, s.b, sc);
-          __syncthreads();  // A is read: E takes its place
+  for_each_tile(p, s.batch, s.rows, w0, w1, j0, g, per_tile, p.splits_t, split, [&](int n) {
+    for (int kv = 0; kv < nkv; ++kv) {
+      const int kh = kh0 + kv;
+      for (int c = 0; c < head_chunks; ++c) {
+        const int h_lo = c * hc, hn = min(hc, G - h_lo), nrows = n * hn;
+        const auto head_of = [&](int r) { return kh * G + h_lo + r % hn; };
+        __syncthreads();  // the previous E (and keys) are consumed
+        if (nkv > 1) stage_keys_of(kh);
+        stage_rows<DT, DP, kRowsT>(s.a, p.q, DT, D, [&](int r) {
+          return r < nrows ? (int64_t{s.rows[r / hn].t} * p.Hq + head_of(r)) * D : int64_t{-1};
+        });
+        for (int r = threadIdx.x; r < kRowsT; r += kTileThreads) {
+          s.lse[r] = r < nrows ? p.lse[int64_t{s.rows[r / hn].t} * p.Hq + head_of(r)] : -__int_as_float(0x7f800000);
+          s.lim[r] = r < nrows ? s.rows[r / hn].nv : 0;
+        }
+        __syncthreads();
+        float sc[4][4];
+        product_block<DP>(s.a, s.b, sc);
+        __syncthreads();  // A is read: E takes its place
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int r = th.rg + 8 * i;
-            const float l = s.lse[r];
+        for (int i = 0; i < 4; ++i) {
+          const int r = th.rg + 8 * i;
+          const float l = s.lse[r];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
-              const int k = th.kg + 16 * u;
-              s.a[r * ES + k] = k < s.lim[r] && !is_neg_inf(l) ? expf(p.scale * sc[i][u] - l) : 0.0f;
-            }
+          for (int u = 0; u < 4; ++u) {
+            const int k = th.kg + 16 * u;
+            s.a[r * ES + k] = k < s.lim[r] && !is_neg_inf(l) ? expf(p.scale * sc[i][u] - l) : 0.0f;
           }
-          __syncthreads();
-          // Each (token row, key) pair has one owning thread, which keeps the running sum
-          // in the target buffer across the tiles of a token row (several only when
-          // G > kRowsT or in shared mode).
-          const bool first = kv == 0 && c == 0, last = kv == nkv - 1 && c == head_chunks - 1;
-          for (int idx = threadIdx.x; idx < n * kKeysT; idx += kTileThreads) {
-            const int i = idx / kKeysT, k = idx % kKeysT;
-            if (k >= s.rows[i].nv) continue;
-            float sum = 0.0f;
-            for (int h = 0; h < hn; ++h) sum += s.a[(i * hn + h) * ES + k];
-            float* pt = p.target + slots_at(p, s.rows[i]) + j0 + k;
-            if (!first) sum = *pt + sum;
-            *pt = last ? sum / nh : sum;
-          }
+        }
+        __syncthreads();
+        // Each (token row, key) pair has one owning thread, which keeps the running sum
+        // in the target buffer across the tiles of a token row (several only when
+        // G > kRowsT or in shared mode).
+        const bool first = kv == 0 && c == 0, last = kv == nkv - 1 && c == head_chunks - 1;
+        for (int idx = threadIdx.x; idx < n * kKeysT; idx += kTileThreads) {
+          const int i = idx / kKeysT, k = idx % kKeysT;
+          if (k >= s.rows[i].nv) continue;
+          float sum = 0.0f;
+          for (int h = 0; h < hn; ++h) sum += s.a[(i * hn + h) * ES + k];
+          float* pt = p.target + slots_at(p, s.rows[i]) + j0 + k;
+          if (!first) sum = *pt + sum;
+          *pt = last ? sum / nh : sum;
         }
       }
     }
-  }
+  });
 }
 
 // grid: P x chunks x splits_l. The student's logits scale_i qi.ki of the chunk's slots for every
@@ -283,33 +299,25 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_logit_kernel(Kl
   stage_rows<KT, DP, kKeysT>(s.b, p.ki, KT, Di,
                              [&](int r) { return r < reach ? (page * Bs + j0 + r) * int64_t{Di} : int64_t{-1}; });
   const ProductThread th = product_thread();
-  int tile = 0;
-  for (int base = w0; base < w1; base += kTileThreads) {
-    const int total = load_batch(p, base, w1, j0, -1, s.batch);
-    for (int r0 = 0; r0 < total; r0 += kRowsT, ++tile) {
-      if (tile % p.splits_l != split) continue;
-      const int n = min(kRowsT, total - r0);
-      batch_rows(p, s.batch, r0, n, j0, s.rows);
-      stage_rows<kAnyDtype, DP, kRowsT>(s.a, p.qi, p.qi_dt, Di, [&](int r) {
-        return r < n ? (int64_t{s.rows[r].t} * p.Hs + s.rows[r].g) * Di : int64_t{-1};
-      });
-      __syncthreads();
-      float sc[4][4];
-      product_block<DP>(s.a, s.b, sc);
+  for_each_tile(p, s.batch, s.rows, w0, w1, j0, -1, kRowsT, p.splits_l, split, [&](int n) {
+    stage_rows<kAnyDtype, DP, kRowsT>(s.a, p.qi, p.qi_dt, Di,
+                                      [&](int r) { return r < n ? qi_row(p, s.rows[r]) : int64_t{-1}; });
+    __syncthreads();
+    float sc[4][4];
+    product_block<DP>(s.a, s.b, sc);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = th.rg + 8 * i;
-        if (r >= n) continue;
-        const TokenRow row = s.rows[r];
-        float* out = p.logit + slots_at(p, row) + j0;
+    for (int i = 0; i < 4; ++i) {
+      const int r = th.rg + 8 * i;
+      if (r >= n) continue;
+      const TokenRow row = s.rows[r];
+      float* out = p.logit + slots_at(p, row) + j0;
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int k = th.kg + 16 * u;
-          if (k < row.nv) out[k] = p.scale_i * sc[i][u];
-        }
+      for (int u = 0; u < 4; ++u) {
+        const int k = th.kg + 16 * u;
+        if (k < row.nv) out[k] = p.scale_i * sc[i][u];
       }
     }
-  }
+  });
 }
 
 // The target of a token row whose set is one slot (slot 0 of block `page`), its scores
@@ -342,15 +350,29 @@ __device__ __forceinline__ float lone_slot_target(const KlParams& p, int t, int 
   return static_cast<float>(sum / nh);
 }
 
+// Token row `row` of the pass: its token, selection head, block_idx row and token sets.
+struct PassRow {
+  int t, g, sel;
+  TokenAt tk;
+};
+__device__ __forceinline__ PassRow pass_row(const KlParams& p, int64_t row) {
+  PassRow r;
+  r.t = p.t_lo + static_cast<int>(row / p.Hs);
+  r.g = static_cast<int>(row % p.Hs);
+  r.sel = p.sets.Hs == 1 ? 0 : r.g;
+  r.tk = find_token(p.sets, r.t);
+  return r;
+}
+
 // grid: the pass's token rows. The student's logsumexp over the row's slots, kl, and the
 // logit gradient dkl * scale_i * (u - p) of each slot in place of p.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) kl_rows_kernel(KlParams p) {
   __shared__ float s_red[kThreads / kWarp + 1];
   const int64_t row = blockIdx.x;
-  const int t = p.t_lo + static_cast<int>(row / p.Hs), g = static_cast<int>(row % p.Hs);
-  const TokenAt tk = find_token(p.sets, t);
-  const int sel = p.sets.Hs == 1 ? 0 : g, Bs = p.sets.bt.Bs;
+  const PassRow pr = pass_row(p, row);
+  const int t = pr.t, g = pr.g, sel = pr.sel, Bs = p.sets.bt.Bs;
+  const TokenAt& tk = pr.tk;
   const float* lg = p.logit + row * p.nsel * Bs;
   float* tg = p.target + row * p.nsel * Bs;
   const int64_t out = int64_t{t} * p.Hs + g;
@@ -428,56 +450,48 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_grads_kernel(Kl
   if (reach > 0) {
     stage_rows<KT, kKlDims, kKeysT>(
         s.ki, p.ki, KT, dn, [&](int r) { return r < reach ? (page * Bs + j0 + r) * int64_t{Di} + d0 : int64_t{-1}; });
-    int tile = 0;
-    for (int base = w0; base < w1; base += kTileThreads) {
-      const int total = load_batch(p, base, w1, j0, -1, s.batch);
-      for (int r0 = 0; r0 < total; r0 += kRowsT, ++tile) {
-        if (tile % p.splits_g != split) continue;
-        const int n = min(kRowsT, total - r0);
-        batch_rows(p, s.batch, r0, n, j0, s.rows);
-        stage_rows<kAnyDtype, kKlDims, kRowsT>(s.q, p.qi, p.qi_dt, dn, [&](int r) {
-          return r < n ? (int64_t{s.rows[r].t} * p.Hs + s.rows[r].g) * Di + d0 : int64_t{-1};
-        });
-        for (int i = threadIdx.x; i < kRowsT * kKeysT; i += kTileThreads) {
-          const int r = i / kKeysT, k = i % kKeysT;
-          s.ct[k * CS + r] = r < n && k < s.rows[r].nv ? p.target[slots_at(p, s.rows[r]) + j0 + k] : 0.0f;
-        }
-        __syncthreads();
-        for (int r = 0; r < n; ++r) {
-          const float4 q0 = *reinterpret_cast<const float4*>(&s.q[r * S + dq * 8]);
-          const float4 q1 = *reinterpret_cast<const float4*>(&s.q[r * S + dq * 8 + 4]);
-          const float qv[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    for_each_tile(p, s.batch, s.rows, w0, w1, j0, -1, kRowsT, p.splits_g, split, [&](int n) {
+      stage_rows<kAnyDtype, kKlDims, kRowsT>(s.q, p.qi, p.qi_dt, dn,
+                                             [&](int r) { return r < n ? qi_row(p, s.rows[r]) + d0 : int64_t{-1}; });
+      for (int i = threadIdx.x; i < kRowsT * kKeysT; i += kTileThreads) {
+        const int r = i / kKeysT, k = i % kKeysT;
+        s.ct[k * CS + r] = r < n && k < s.rows[r].nv ? p.target[slots_at(p, s.rows[r]) + j0 + k] : 0.0f;
+      }
+      __syncthreads();
+      for (int r = 0; r < n; ++r) {
+        const float4 q0 = *reinterpret_cast<const float4*>(&s.q[r * S + dq * 8]);
+        const float4 q1 = *reinterpret_cast<const float4*>(&s.q[r * S + dq * 8 + 4]);
+        const float qv[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const float c = s.ct[(kq + 16 * u) * CS + r];
+        for (int u = 0; u < 4; ++u) {
+          const float c = s.ct[(kq + 16 * u) * CS + r];
 #pragma unroll
-            for (int e = 0; e < 8; ++e) dk[u][e] = fmaf(c, qv[e], dk[u][e]);
-          }
-        }
-        float dv[4][4] = {};
-        for (int k = 0; k < reach; ++k) {
-          const float4 kv = *reinterpret_cast<const float4*>(&s.ki[k * S + dg * 4]);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float c = s.ct[k * CS + rq + 8 * i];
-            dv[i][0] = fmaf(c, kv.x, dv[i][0]);
-            dv[i][1] = fmaf(c, kv.y, dv[i][1]);
-            dv[i][2] = fmaf(c, kv.z, dv[i][2]);
-            dv[i][3] = fmaf(c, kv.w, dv[i][3]);
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int r = rq + 8 * i;
-          if (r >= n) continue;
-          const TokenRow row = s.rows[r];
-          float* out = p.dpart + ((buffer_row(p, row.t, row.g) * p.nsel + row.j) * p.chunks + chunk) * Di + d0;
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (dg * 4 + e < dn) out[dg * 4 + e] = dv[i][e];
+          for (int e = 0; e < 8; ++e) dk[u][e] = fmaf(c, qv[e], dk[u][e]);
         }
       }
-    }
+      float dv[4][4] = {};
+      for (int k = 0; k < reach; ++k) {
+        const float4 kv = *reinterpret_cast<const float4*>(&s.ki[k * S + dg * 4]);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float c = s.ct[k * CS + rq + 8 * i];
+          dv[i][0] = fmaf(c, kv.x, dv[i][0]);
+          dv[i][1] = fmaf(c, kv.y, dv[i][1]);
+          dv[i][2] = fmaf(c, kv.z, dv[i][2]);
+          dv[i][3] = fmaf(c, kv.w, dv[i][3]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = rq + 8 * i;
+        if (r >= n) continue;
+        const TokenRow row = s.rows[r];
+        float* out = p.dpart + ((buffer_row(p, row.t, row.g) * p.nsel + row.j) * p.chunks + chunk) * Di + d0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (dg * 4 + e < dn) out[dg * 4 + e] = dv[i][e];
+      }
+    });
   }
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
@@ -509,15 +523,13 @@ __global__ void __launch_bounds__(kThreads) kl_dki_merge_kernel(KlParams p) {
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) kl_dqi_kernel(KlParams p) {
   const int64_t row = blockIdx.x;
-  const int t = p.t_lo + static_cast<int>(row / p.Hs), g = static_cast<int>(row % p.Hs);
-  const TokenAt tk = find_token(p.sets, t);
-  const int sel = p.sets.Hs == 1 ? 0 : g;
+  const PassRow pr = pass_row(p, row);
   for (int d = threadIdx.x; d < p.Di; d += kThreads) {
     float acc = 0.0f;
-    for_each_attended_at(p.sets, tk, sel, [&](int j, int, int64_t, int slots) {
+    for_each_attended_at(p.sets, pr.tk, pr.sel, [&](int j, int, int64_t, int slots) {
       for (int c = 0; c * kKeysT < slots; ++c) acc += p.dpart[((row * p.nsel + j) * p.chunks + c) * p.Di + d];
     });
-    p.dqi[(int64_t{t} * p.Hs + g) * p.Di + d] = acc;
+    p.dqi[(int64_t{pr.t} * p.Hs + pr.g) * p.Di + d] = acc;
   }
 }
 
