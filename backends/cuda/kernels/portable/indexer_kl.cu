@@ -10,7 +10,7 @@
 //     stored per (row, selection entry, slot);
 //  2. kl_rows_kernel, one CTA per (token, selection head): the student's softmax, kl and
 //     the logit gradient dkl * scale_i * (u - p) of each slot, in place of p;
-//  3. kl_grads_kernel, one CTA per (page, key slots, kKlDims dims of Di): dki_cache =
+//  3. kl_grads_kernel, one CTA per (page, key slots, kl_dims dims of Di): dki_cache =
 //     sum over the page's rows (index order) of the gradient times qi, and per row the
 //     chunk's share of dqi (gradient times ki), stored;
 //  4. kl_dqi_kernel: dqi = the shares of each row's blocks in block_idx order.
@@ -76,7 +76,7 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
   p.Hb = sparse ? p.sets.Hs : 1;
   p.nsel = sparse ? p.sets.k : p.sets.bt.max_blocks;
   p.chunks = static_cast<int>((Bs + kKeysT - 1) / kKeysT);
-  p.dchunks = static_cast<int>((Di + kKlDims - 1) / kKlDims);
+  p.dchunks = static_cast<int>((Di + kl_dims(Di) - 1) / kl_dims(Di));
   // Tiles of the call, roughly: (token row, block) pairs (dense: half the blocks on
   // average) per key chunk, kRowsT rows a tile (the target: its token rows a tile).
   const int64_t pairs = T * Hs * p.nsel / (sparse ? 1 : 2) * p.chunks;
@@ -135,10 +135,17 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
         MSA_CUDA_CHECK_LAUNCH();
       }
       if (P > 0 && Bs > 0) {
-        const int smem = kl_tiles_smem<kl_grads_kernel<KT>, GradTiles>(st);
-        kl_grads_kernel<KT>
-            <<<static_cast<unsigned>(P * p.chunks * p.dchunks * p.splits_g), kTileThreads, smem, st.native()>>>(p);
-        MSA_CUDA_CHECK_LAUNCH();
+        const auto grads = [&](auto kd) {
+          constexpr int KD = decltype(kd)::value;
+          const int smem = kl_tiles_smem<kl_grads_kernel<KT, KD>, GradTiles<KD>>(st);
+          kl_grads_kernel<KT, KD>
+              <<<static_cast<unsigned>(P * p.chunks * p.dchunks * p.splits_g), kTileThreads, smem, st.native()>>>(p);
+          MSA_CUDA_CHECK_LAUNCH();
+        };
+        if (kl_dims(Di) == 32)
+          grads(std::integral_constant<int, 32>{});
+        else
+          grads(std::integral_constant<int, 64>{});
         if (p.splits_g > 1) {
           kl_dki_merge_kernel<kRowThreads>
               <<<grid_for(p.plane, kRowThreads, st.props()), kRowThreads, 0, st.native()>>>(p);

@@ -13,7 +13,8 @@
 
 namespace msa::MSA_GPU_NS {
 
-inline constexpr int kKlDims = 64;      // dims of Di per CTA of kl_grads_kernel
+// Dims of Di per CTA of kl_grads_kernel: 64, or 32 when Di <= 32.
+inline int kl_dims(int64_t Di) { return Di <= 32 ? 32 : 64; }
 inline constexpr int kKlMinBlocks = 4;  // CTAs per SM of the product kernels (4 x 55 KiB at D = 128)
 
 // CTAs sharing one bucket's tiles (tile i goes to split i % splits), from the shape alone
@@ -47,7 +48,7 @@ struct KlParams {
   int Hb = 1;                                    // inverse-index buckets per page: Hs (sparse) or 1
   int nsel = 0;                                  // selection entries per token row: k, or max_blocks when dense
   int chunks = 1;                                // key chunks of a page: ceil(Bs / kKeysT)
-  int dchunks = 1;                               // ceil(Di / kKlDims)
+  int dchunks = 1;                               // ceil(Di / kl_dims(Di))
   int splits_t = 1, splits_l = 1, splits_g = 1;  // kl_splits of the target, logit and grads kernels
   int64_t plane = 0;                             // P * Bs * Di
   float* part = nullptr;                         // [splits_g][P][Bs][Di]: each split's dki_cache sums (splits_g > 1)
@@ -413,10 +414,11 @@ __global__ void __launch_bounds__(kThreads) kl_rows_kernel(KlParams p) {
   if (threadIdx.x == 0) p.kl[out] = kl;
 }
 
-// Shared memory of kl_grads_kernel: the chunk's indexer keys and the tile's qi rows
-// (kKlDims dims), and the tile's logit gradients keys x rows.
+// Shared memory of kl_grads_kernel: the chunk's indexer keys and the tile's qi rows (KD
+// dims of Di), and the tile's logit gradients keys x rows.
+template <int KD>
 struct GradTiles {
-  static constexpr int S = tile_stride<kKlDims>(), CS = kRowsT + 1;
+  static constexpr int S = tile_stride<KD>(), CS = kRowsT + 1;
   alignas(16) float ki[kKeysT * S];
   alignas(16) float q[kRowsT * S];
   float ct[kKeysT * CS];
@@ -425,15 +427,32 @@ struct GradTiles {
   int reach;
 };
 
+// v = row[0, N) of shared memory (16-byte aligned for N >= 4, 8-byte for N = 2).
+template <int N>
+__device__ __forceinline__ void load_row(const float* row, float (&v)[N]) {
+  static_assert(N == 2 || N % 4 == 0, "float2 or float4 loads");
+  if constexpr (N == 2) {
+    const float2 x = *reinterpret_cast<const float2*>(row);
+    v[0] = x.x, v[1] = x.y;
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const float4 x = *reinterpret_cast<const float4*>(row + i);
+      v[i] = x.x, v[i + 1] = x.y, v[i + 2] = x.z, v[i + 3] = x.w;
+    }
+  }
+}
+
 // grid: P x chunks x dchunks x splits_g. Over its split's tiles of the page's token rows
 // (index order, kRowsT rows each): dki_cache += W^T qi for the chunk's keys (W: the rows'
 // logit gradients), and each row's share W ki of dqi, stored for kl_dqi_kernel. Every
 // CTA writes its dki_cache block (splits_g > 1: its split's plane of part).
-template <int KT>
+template <int KT, int KD>
 __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_grads_kernel(KlParams p) {
   extern __shared__ __align__(16) char tiles_mem[];
-  GradTiles& s = *reinterpret_cast<GradTiles*>(tiles_mem);
-  constexpr int S = GradTiles::S, CS = GradTiles::CS;
+  GradTiles<KD>& s = *reinterpret_cast<GradTiles<KD>*>(tiles_mem);
+  constexpr int S = GradTiles<KD>::S, CS = GradTiles<KD>::CS;
+  constexpr int EK = KD / 8, EQ = KD / 16;  // dims per thread of dki and of the dqi shares
   int64_t x = blockIdx.x;
   const int split = static_cast<int>(x % p.splits_g);
   x /= p.splits_g;
@@ -441,44 +460,42 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_grads_kernel(Kl
   x /= p.dchunks;
   const int chunk = static_cast<int>(x % p.chunks);
   const int64_t page = x / p.chunks;
-  const int Bs = p.sets.bt.Bs, Di = p.Di, j0 = chunk * kKeysT, d0 = dc * kKlDims, dn = min(kKlDims, Di - d0);
+  const int Bs = p.sets.bt.Bs, Di = p.Di, j0 = chunk * kKeysT, d0 = dc * KD, dn = min(KD, Di - d0);
   const int w0 = p.inv.begin[page * p.Hb], w1 = p.inv.begin[(page + 1) * p.Hb];
   const int reach = chunk_reach(p, w0, w1, j0, -1, &s.reach);
-  // dki: keys kq + 16 u, dims dq * 8 + e; dqi shares: rows rq + 8 i, dims dg * 4 + e.
+  // dki: keys kq + 16 u, dims dq * EK + e; dqi shares: rows rq + 8 i, dims dg * EQ + e.
   const int kq = threadIdx.x % 16, dq = threadIdx.x / 16, rq = threadIdx.x % 8, dg = threadIdx.x / 8;
-  float dk[4][8] = {};
+  float dk[4][EK] = {};
   if (reach > 0) {
-    stage_rows<KT, kKlDims, kKeysT>(
+    stage_rows<KT, KD, kKeysT>(
         s.ki, p.ki, KT, dn, [&](int r) { return r < reach ? (page * Bs + j0 + r) * int64_t{Di} + d0 : int64_t{-1}; });
     for_each_tile(p, s.batch, s.rows, w0, w1, j0, -1, kRowsT, p.splits_g, split, [&](int n) {
-      stage_rows<kAnyDtype, kKlDims, kRowsT>(s.q, p.qi, p.qi_dt, dn,
-                                             [&](int r) { return r < n ? qi_row(p, s.rows[r]) + d0 : int64_t{-1}; });
+      stage_rows<kAnyDtype, KD, kRowsT>(s.q, p.qi, p.qi_dt, dn,
+                                        [&](int r) { return r < n ? qi_row(p, s.rows[r]) + d0 : int64_t{-1}; });
       for (int i = threadIdx.x; i < kRowsT * kKeysT; i += kTileThreads) {
         const int r = i / kKeysT, k = i % kKeysT;
         s.ct[k * CS + r] = r < n && k < s.rows[r].nv ? p.target[slots_at(p, s.rows[r]) + j0 + k] : 0.0f;
       }
       __syncthreads();
       for (int r = 0; r < n; ++r) {
-        const float4 q0 = *reinterpret_cast<const float4*>(&s.q[r * S + dq * 8]);
-        const float4 q1 = *reinterpret_cast<const float4*>(&s.q[r * S + dq * 8 + 4]);
-        const float qv[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+        float qv[EK];
+        load_row(&s.q[r * S + dq * EK], qv);
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
           const float c = s.ct[(kq + 16 * u) * CS + r];
 #pragma unroll
-          for (int e = 0; e < 8; ++e) dk[u][e] = fmaf(c, qv[e], dk[u][e]);
+          for (int e = 0; e < EK; ++e) dk[u][e] = fmaf(c, qv[e], dk[u][e]);
         }
       }
-      float dv[4][4] = {};
+      float dv[4][EQ] = {};
       for (int k = 0; k < reach; ++k) {
-        const float4 kv = *reinterpret_cast<const float4*>(&s.ki[k * S + dg * 4]);
+        float kv[EQ];
+        load_row(&s.ki[k * S + dg * EQ], kv);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const float c = s.ct[k * CS + rq + 8 * i];
-          dv[i][0] = fmaf(c, kv.x, dv[i][0]);
-          dv[i][1] = fmaf(c, kv.y, dv[i][1]);
-          dv[i][2] = fmaf(c, kv.z, dv[i][2]);
-          dv[i][3] = fmaf(c, kv.w, dv[i][3]);
+#pragma unroll
+          for (int e = 0; e < EQ; ++e) dv[i][e] = fmaf(c, kv[e], dv[i][e]);
         }
       }
 #pragma unroll
@@ -488,8 +505,8 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_grads_kernel(Kl
         const TokenRow row = s.rows[r];
         float* out = p.dpart + ((buffer_row(p, row.t, row.g) * p.nsel + row.j) * p.chunks + chunk) * Di + d0;
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (dg * 4 + e < dn) out[dg * 4 + e] = dv[i][e];
+        for (int e = 0; e < EQ; ++e)
+          if (dg * EQ + e < dn) out[dg * EQ + e] = dv[i][e];
       }
     });
   }
@@ -501,8 +518,8 @@ __global__ void __launch_bounds__(kTileThreads, kKlMinBlocks) kl_grads_kernel(Kl
     float* out = p.splits_g > 1 ? p.part + split * p.plane + at : p.dki + at;
     const bool add = p.splits_g == 1 && !p.first;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int d = dq * 8 + e;
+    for (int e = 0; e < EK; ++e) {
+      const int d = dq * EK + e;
       if (d < dn) out[d] = add ? out[d] + dk[u][e] : dk[u][e];
     }
   }
