@@ -2,7 +2,7 @@
 // dki_cache in f32, deterministic (every sum in an order fixed by the inputs, no float
 // atomics), in the passes of the cpu backend (backends/cpu/indexer_kl.cpp) on
 // shared-memory tiles (indexer_kl_tiles.cuh):
-//  1. kl_target_kernel / kl_logit_kernel, one CTA per (page, [selection head,] kKeysT key
+//  1. kl_target_kernel / kl_logit_kernel, CTAs per (page, [selection head,] kKeysT key
 //     slots): the page's keys stay in shared memory while tiles of kRowsT query rows of
 //     the (token, selection head) entries that attended it, from the inverse index
 //     (training_index.cuh), stream past: the target p (the mean over the group's heads
@@ -10,13 +10,14 @@
 //     stored per (row, selection entry, slot);
 //  2. kl_rows_kernel, one CTA per (token, selection head): the student's softmax, kl and
 //     the logit gradient dkl * scale_i * (u - p) of each slot, in place of p;
-//  3. kl_grads_kernel, one CTA per (page, key slots, kl_dims dims of Di): dki_cache =
-//     sum over the page's rows (index order) of the gradient times qi, and per row the
+//  3. kl_grads_kernel, CTAs per (page, key slots, kl_dims dims of Di): dki_cache = sum
+//     over the page's rows (index order) of the gradient times qi, and per row the
 //     chunk's share of dqi (gradient times ki), stored;
 //  4. kl_dqi_kernel: dqi = the shares of each row's blocks in block_idx order.
-// The per-slot buffers take a pass of tokens at a time (pass_bytes); later passes add to
-// dki_cache. The token sets and their device checks are those of the forward
-// attention ops.
+// A bucket's tiles are split over several CTAs (kl_splits; the dki_cache sums of 3 merged
+// in split order). The per-slot buffers take a pass of tokens at a time (pass_bytes);
+// later passes add to dki_cache. The token sets and their device checks are those of the
+// forward attention ops.
 #include <algorithm>
 #include <type_traits>
 
