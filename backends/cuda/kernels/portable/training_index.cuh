@@ -120,11 +120,12 @@ __device__ __forceinline__ TokenAt find_token(const AttendSets& a, int t) {
 // Key slots of block c that a query at `pos` attends (pos < kv_len).
 __device__ __forceinline__ int attended_slots(int Bs, int pos, int c) { return min(Bs, pos + 1 - c * Bs); }
 
-// fn(c, page, slots) for every block token `tk` attends with block_idx row `row` (sparse;
-// ignored when dense), in block_idx order (dense: ascending). Entries outside the
-// sequence or after the token contribute nothing; a bad page id is flagged and skipped.
+// fn(j, c, page, slots) for every block token `tk` attends with block_idx row `row`
+// (sparse; ignored when dense), in block_idx order (dense: ascending); j is the entry's
+// column in block_idx (dense: j = c). Entries outside the sequence or after the token
+// contribute nothing; a bad page id is flagged and skipped.
 template <class Fn>
-__device__ __forceinline__ void for_each_attended(const AttendSets& a, const TokenAt& tk, int row, Fn&& fn) {
+__device__ __forceinline__ void for_each_attended_at(const AttendSets& a, const TokenAt& tk, int row, Fn&& fn) {
   if (tk.b < 0) return;
   const int Bs = a.bt.Bs, nblk = (tk.kv + Bs - 1) / Bs;
   const int n = a.bidx != nullptr ? a.k : tk.pos / Bs + 1;
@@ -134,8 +135,14 @@ __device__ __forceinline__ void for_each_attended(const AttendSets& a, const Tok
     if (c < 0 || c >= nblk || int64_t{c} * Bs > tk.pos) continue;
     const int64_t page = page_of(a.bt, tk.b, c);
     if (page < 0) continue;
-    fn(c, page, attended_slots(Bs, tk.pos, c));
+    fn(j, c, page, attended_slots(Bs, tk.pos, c));
   }
+}
+
+// fn(c, page, slots) for the same blocks.
+template <class Fn>
+__device__ __forceinline__ void for_each_attended(const AttendSets& a, const TokenAt& tk, int row, Fn&& fn) {
+  for_each_attended_at(a, tk, row, [&](int, int c, int64_t page, int slots) { fn(c, page, slots); });
 }
 
 // The same walk one entry at a time (kernels that prefetch blocks ahead): the entries
@@ -165,7 +172,8 @@ struct InverseIndex {
   const uint64_t* order = nullptr; // sorted keys: bucket << 32 | entry id
   const int* begin = nullptr;      // [buckets + 1]: bucket b is order[begin[b] .. begin[b+1])
 
-  __device__ __forceinline__ const Entry& at(int w) const { return ent[order[w] & 0xffffffffu]; }
+  __device__ __forceinline__ int64_t id(int w) const { return static_cast<int64_t>(order[w] & 0xffffffffu); }
+  __device__ __forceinline__ const Entry& at(int w) const { return ent[id(w)]; }
 };
 
 // Raw entry e: (query block, row, j) of block_idx, or (sequence block, c) when dense.
