@@ -55,8 +55,8 @@ __global__ void __launch_bounds__(kThreads) entry_tokens_kernel(InverseIndex inv
   }
 }
 inline void launch_entry_tokens(Stream& st, const InverseIndex& inv, int64_t N, int* tok) {
-  entry_tokens_kernel<kPrepThreads><<<grid_for(N + 1, kPrepThreads, st.props()), kPrepThreads, 0, st.native()>>>(
-      inv, N, tok);
+  entry_tokens_kernel<kPrepThreads>
+      <<<grid_for(N + 1, kPrepThreads, st.props()), kPrepThreads, 0, st.native()>>>(inv, N, tok);
   MSA_CUDA_CHECK_LAUNCH();
 }
 
@@ -85,15 +85,15 @@ inline size_t sort_bytes(int n, int end_bit) {
 
 // The inverse index of build_inverse (training_index.cuh), its keys sorted by CUB's radix
 // sort (deterministic: the keys are distinct) into whichever of keys / alt it ends in.
-inline InverseIndex inverse_index(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, char* ws,
-                                  uint64_t* alt, void* tmp, size_t tmp_bytes) {
+inline InverseIndex inverse_index(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, char* ws, uint64_t* alt,
+                                  void* tmp, size_t tmp_bytes) {
   auto* ent = reinterpret_cast<Entry*>(ws + ip.ent);
   auto* keys = reinterpret_cast<uint64_t*>(ws + ip.keys);
   auto* begin = reinterpret_cast<int*>(ws + ip.begin);
   launch_entry_keys(st, a, Hb, ip, ent, keys);
   cub::DoubleBuffer<uint64_t> db(keys, alt);
-  MSA_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, db, static_cast<int>(ip.N), 0, key_bits(ip.buckets),
-                                                st.native()));
+  MSA_CUDA_CHECK(
+      cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, db, static_cast<int>(ip.N), 0, key_bits(ip.buckets), st.native()));
   launch_bucket_begin(st, ip, db.Current(), begin);
   return InverseIndex{ent, db.Current(), begin};
 }

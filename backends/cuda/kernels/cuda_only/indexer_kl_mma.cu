@@ -30,8 +30,8 @@ using bwd::kPrepThreads;
 // cnt[s] = items of list s (page s / Hs, selection head s % Hs): ceil(tokens / tpi), at
 // least 1 for a page's first list (its dki is written even when nothing attended it);
 // cnt[S] = 0. Scanned in place.
-__global__ void __launch_bounds__(kPrepThreads) list_items_kernel(InverseIndex inv, const int* tokpre, int S, int Hs,
-                                                                  int Hb, int tpi, int* cnt) {
+__global__ void __launch_bounds__(kPrepThreads)
+    list_items_kernel(InverseIndex inv, const int* tokpre, int S, int Hs, int Hb, int tpi, int* cnt) {
   for (int s = blockIdx.x * kPrepThreads + threadIdx.x; s <= S; s += gridDim.x * kPrepThreads) {
     int n = 0;
     if (s < S) {
@@ -75,8 +75,9 @@ void launch_all(Stream& st, const KlMma& m, int64_t T, int64_t P) {
     const int64_t tiles = (T + tile_tokens - 1) / tile_tokens, units = tiles * m.Hs;
     constexpr int smem = KlRowLayout<DP>::BYTES;
     allow_smem<kl_rows_kernel<DT, DP>>(smem, pr.index);
-    kl_rows_kernel<DT, DP><<<static_cast<unsigned>((units + kRowWarps - 1) / kRowWarps), kRowThreads, smem,
-                             st.native()>>>(m, tile_tokens, tiles, units, T);
+    kl_rows_kernel<DT, DP>
+        <<<static_cast<unsigned>((units + kRowWarps - 1) / kRowWarps), kRowThreads, smem, st.native()>>>(
+            m, tile_tokens, tiles, units, T);
     MSA_CUDA_CHECK_LAUNCH();
   }
   if (P > 0) {
@@ -87,8 +88,10 @@ void launch_all(Stream& st, const KlMma& m, int64_t T, int64_t P) {
       const unsigned grid = static_cast<unsigned>(std::max(1, pr.sm_count) * (KW == 64 ? 2 : 1));  // persistent
       kl_dki_kernel<DT, DP, KW><<<grid, L::THREADS, L::BYTES, st.native()>>>(m);
     };
-    if (chunk_keys(m.sets.bt.Bs) == 64) go(std::integral_constant<int, 64>{});
-    else go(std::integral_constant<int, 128>{});
+    if (chunk_keys(m.sets.bt.Bs) == 64)
+      go(std::integral_constant<int, 64>{});
+    else
+      go(std::integral_constant<int, 128>{});
     MSA_CUDA_CHECK_LAUNCH();
   }
 }
@@ -154,7 +157,7 @@ bool launch_mma_indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
   const size_t tok_at = plan.reserve<int>(ip.N + 1);
   const size_t off_at = plan.reserve<int>(S + 1);
   const size_t sem_at = plan.reserve<int>(P * chunks + 1);  // the page chunks' flags, then the ticket
-  const size_t alt_at = plan.reserve<uint64_t>(ip.N);        // the radix sort's second buffer
+  const size_t alt_at = plan.reserve<uint64_t>(ip.N);       // the radix sort's second buffer
   const size_t tmp_bytes =
       std::max({bwd::scan_bytes(static_cast<int>(ip.N + 1)), bwd::scan_bytes(static_cast<int>(S + 1)),
                 bwd::sort_bytes(static_cast<int>(ip.N), bwd::key_bits(ip.buckets))});
@@ -207,8 +210,10 @@ bool launch_mma_indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
   bwd::scan_in_place(st, tmp, tmp_bytes, off, static_cast<int>(S + 1));
   MSA_CUDA_CHECK(cudaMemsetAsync(sem, 0, static_cast<size_t>(P * chunks + 1) * sizeof(int), st.native()));
 
-  if (DP == 64) launch_all<kBF16, 64>(st, m, T, P);
-  else launch_all<kBF16, 128>(st, m, T, P);
+  if (DP == 64)
+    launch_all<kBF16, 64>(st, m, T, P);
+  else
+    launch_all<kBF16, 128>(st, m, T, P);
   return true;
 }
 

@@ -30,10 +30,10 @@ using bwd::kRowBytes;
 // What the kernels read (host: indexer_kl_mma.cu).
 struct KlMma {
   AttendSets sets;
-  const char* q = nullptr;   // [T][Hq][D] 16-bit (bytes)
-  const char* kc = nullptr;  // [P][Hkv][Bs][D]
-  const char* qi = nullptr;  // [T][Hs][Di] bf16
-  const char* ki = nullptr;  // [P][Bs][Di] bf16
+  const char* q = nullptr;     // [T][Hq][D] 16-bit (bytes)
+  const char* kc = nullptr;    // [P][Hkv][Bs][D]
+  const char* qi = nullptr;    // [T][Hs][Di] bf16
+  const char* ki = nullptr;    // [P][Bs][Di] bf16
   const float* lse = nullptr;  // [T][Hq]
   const float* dkl = nullptr;  // [T][Hs], null: all ones
   int Hq = 1, Hkv = 1, G = 1, lg2G = 0, D = 0, Hs = 1, Di = 0;
@@ -53,8 +53,8 @@ struct KlMma {
   const int* tokpre = nullptr;    // [N + 1]
   const int* item_off = nullptr;  // [S + 1]: first item of list s (s = page * Hs + g)
   int S = 0;
-  int chunks = 1;  // key chunks per page
-  int tpi = 1;     // tokens of a list's entries per item
+  int chunks = 1;         // key chunks per page
+  int tpi = 1;            // tokens of a list's entries per item
   int* ticket = nullptr;  // item counter of the persistent dki blocks (zeroed per call)
   int* sem = nullptr;     // [P * chunks]: items of the page chunk done (zeroed per call)
 };
@@ -95,8 +95,8 @@ __device__ __forceinline__ uint32_t rep_rows_addr(uint32_t base, int lane, int k
 
 // acc += a x R as bwd::mma_rows (bf16), R's row r read from row r & gmask.
 template <int DP>
-__device__ __forceinline__ void mma_rep_rows(float (&acc)[DP / 8][4], const uint32_t (&a)[4], uint32_t rows,
-                                             int lane, int dsteps, int gmask) {
+__device__ __forceinline__ void mma_rep_rows(float (&acc)[DP / 8][4], const uint32_t (&a)[4], uint32_t rows, int lane,
+                                             int dsteps, int gmask) {
 #pragma unroll
   for (int dd = 0; dd < DP / 16; ++dd) {
     if (dd < dsteps) {
@@ -110,11 +110,11 @@ __device__ __forceinline__ void mma_rep_rows(float (&acc)[DP / 8][4], const uint
 
 // One lane's rows of a tile (h = 0, 1: row gq + 8 h) as kl_coefs reads them.
 struct CoefRows {
-  int lim[2];     // keys j < lim[h] of the tile are the token's (its causal limit)
-  bool lead[2];   // the token's first row (keeps the gradient), a token that exists
-  float lse_u[2]; // the student's logsumexp
-  float lone[2];  // the target of a set of one slot, or -1
-  float w[2];     // dkl * scale_i
+  int lim[2];      // keys j < lim[h] of the tile are the token's (its causal limit)
+  bool lead[2];    // the token's first row (keeps the gradient), a token that exists
+  float lse_u[2];  // the student's logsumexp
+  float lone[2];   // the target of a set of one slot, or -1
+  float w[2];      // dkl * scale_i
 };
 
 // From the column sums ps (the target's sums, group_col_sums) and the raw student logits

@@ -133,8 +133,8 @@ __global__ void __launch_bounds__(KlDkiLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1
       for (int kk = 0; kk < DP / 16; ++kk) {
         kf[kk][0] = kf[kk][1] = kf[kk][2] = kf[kk][3] = kif[kk][0] = kif[kk][1] = kif[kk][2] = kif[kk][3] = 0u;
         if (kk < dsteps)
-          ptx::ldsm_x4(bwd::cols_addr<DP>(sbase + L::K_OFF + kb * L::ROWB, lane, kk), kf[kk][0], kf[kk][1],
-                       kf[kk][2], kf[kk][3]);
+          ptx::ldsm_x4(bwd::cols_addr<DP>(sbase + L::K_OFF + kb * L::ROWB, lane, kk), kf[kk][0], kf[kk][1], kf[kk][2],
+                       kf[kk][3]);
         if (kk < isteps)
           ptx::ldsm_x4(bwd::cols_addr<DP>(sbase + L::KI_OFF + kb * L::ROWB, lane, kk), kif[kk][0], kif[kk][1],
                        kif[kk][2], kif[kk][3]);
@@ -181,8 +181,10 @@ __global__ void __launch_bounds__(KlDkiLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1
                 if (first_row) {
                   ptx::cp_async4(st + L::LU_AT + r * 4, &p.stat[srow].x);
                   ptx::cp_async4(st + L::PL_AT + r * 4, &p.stat[srow].y);
-                  if (p.dkl != nullptr) ptx::cp_async4(st + L::W_AT + r * 4, p.dkl + srow);
-                  else reinterpret_cast<float*>(sp + L::W_AT)[r] = 1.0f;
+                  if (p.dkl != nullptr)
+                    ptx::cp_async4(st + L::W_AT + r * 4, p.dkl + srow);
+                  else
+                    reinterpret_cast<float*>(sp + L::W_AT)[r] = 1.0f;
                 }
               } else {
                 reinterpret_cast<float*>(sp + L::LSE_AT)[r] = ninf;

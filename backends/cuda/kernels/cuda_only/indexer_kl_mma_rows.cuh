@@ -24,7 +24,7 @@ inline constexpr int kRowStages = 3;  // tiles per warp in shared memory (two in
 template <int DP>
 struct KlRowLayout {
   static constexpr int TILE = kRowKeys * kRowBytes<DP>;  // K or ki rows of one tile
-  static constexpr int STAGE = 2 * TILE;                  // K rows, then ki rows
+  static constexpr int STAGE = 2 * TILE;                 // K rows, then ki rows
   static constexpr int WARP = kRowStages * STAGE;
   static constexpr int BYTES = kRowWarps * WARP;
 };
@@ -32,8 +32,8 @@ struct KlRowLayout {
 // One run of a warp's tile: tokens [ta, tb) of selection head g, the blocks `walk` (the
 // run's last token) attends.
 template <int DT, int DP>
-__device__ __forceinline__ void kl_rows_run(const KlMma& p, char* smem, int (*s_meta)[4], int g, int64_t ta,
-                                            int64_t tb, const TokenAt& first, const TokenAt& walk) {
+__device__ __forceinline__ void kl_rows_run(const KlMma& p, char* smem, int (*s_meta)[4], int g, int64_t ta, int64_t tb,
+                                            const TokenAt& first, const TokenAt& walk) {
   using L = KlRowLayout<DP>;
   constexpr int CPR = DP / 8;  // 16-byte chunks per row
   constexpr int NS = kRowStages;
@@ -99,12 +99,12 @@ __device__ __forceinline__ void kl_rows_run(const KlMma& p, char* smem, int (*s_
     ptx::cp_async_commit();
   };
   // Keys j < lim[h] of the tile in stage st are token tau[h]'s.
-  const auto token_limits = [&](int c, int k0, int nk, int (&lim)[2]) {
+  const auto token_limits = [&](int c, int k0, int nk, int(&lim)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) lim[h] = tok_ok[h] ? min(attended_slots(Bs, pos[h], c) - k0, nk) : 0;
   };
   // The student logits of the tile's keys (the C layout of S).
-  const auto logits = [&](uint32_t is, float (&lg)[2][4]) {
+  const auto logits = [&](uint32_t is, float(&lg)[2][4]) {
 #pragma unroll
     for (int n = 0; n < 2; ++n) lg[n][0] = lg[n][1] = lg[n][2] = lg[n][3] = 0.0f;
 #pragma unroll
@@ -267,8 +267,8 @@ __device__ __forceinline__ void kl_rows_run(const KlMma& p, char* smem, int (*s_
 
 // grid: ceil(units / kRowWarps); unit = (selection head g, token tile), g slowest.
 template <int DT, int DP>
-__global__ void __launch_bounds__(kRowThreads, 2) kl_rows_kernel(const KlMma p, int tile_tokens, int64_t tiles,
-                                                                  int64_t units, int64_t T) {
+__global__ void __launch_bounds__(kRowThreads, 2)
+    kl_rows_kernel(const KlMma p, int tile_tokens, int64_t tiles, int64_t units, int64_t T) {
   extern __shared__ __align__(128) char smem[];
   __shared__ int s_meta[kRowWarps * kRowStages][4];
   const int64_t unit = int64_t{blockIdx.x} * kRowWarps + (threadIdx.x >> 5);
