@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "check/set_builders.h"
 #include "hal/registry.h"
-#include "ops/cases/set_builders.h"
 #include "tests/hip/emu/emu_device.h"
 
 namespace msa::cases {

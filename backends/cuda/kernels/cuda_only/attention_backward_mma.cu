@@ -14,14 +14,12 @@
 // follows from the inputs and the shape (item sizes come from the shape, not the device).
 // MSA_CUDA_BWD_MMA=0 turns this tier off (the portable kernels run);
 // MSA_CUDA_BWD_MMA_ITEM_TOKENS=n forces n tokens per dk/dv item.
-#include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_scan.cuh>
-
 #include <algorithm>
 #include <climits>
 
 #include "backends/cuda/kernels/cuda_only/backward_mma_dkdv.cuh"
 #include "backends/cuda/kernels/cuda_only/backward_mma_dq.cuh"
+#include "backends/cuda/kernels/cuda_only/backward_mma_index.cuh"
 #include "backends/cuda/kernels/portable/attention_backward.cuh"
 #include "hal/env.h"
 
@@ -29,29 +27,7 @@ namespace msa::cuda {
 namespace bwd {
 namespace {
 
-constexpr int kPrepThreads = 256;
 constexpr int kDeltaThreads = 128;
-// Items the slabs' tokens are cut into, about, whatever the device (at least 1024 rows,
-// at most kEntChunk - 1 tokens each): enough to spread a heavy slab (the sink block every
-// query selects) over many blocks.
-constexpr int64_t kTargetItems = 4096;
-constexpr int64_t kMinItemRows = 1024;
-
-// tok[w] = tokens of sorted entry w (0 past the valid ones), tok[N] = 0: scanned in place
-// into the token prefix.
-__global__ void __launch_bounds__(kPrepThreads) entry_tokens_kernel(InverseIndex inv, int64_t N, int* tok) {
-  for (int64_t w = int64_t{blockIdx.x} * kPrepThreads + threadIdx.x; w <= N; w += int64_t{gridDim.x} * kPrepThreads) {
-    int n = 0;
-    if (w < N) {
-      const uint64_t key = inv.order[w];
-      if (key != ~uint64_t{0}) {
-        const Entry& en = inv.ent[key & 0xffffffffu];
-        n = en.t1 - en.t0;
-      }
-    }
-    tok[w] = n;
-  }
-}
 
 // cnt[s] = items of slab s (page s / Hkv, KV head s % Hkv): ceil(tokens / tpi), at least 1
 // (its dk / dv are written even when nothing attended it); cnt[S] = 0. Scanned in place.
@@ -69,57 +45,15 @@ __global__ void __launch_bounds__(kPrepThreads) slab_items_kernel(InverseIndex i
   }
 }
 
-void scan_in_place(Stream& st, void* tmp, size_t tmp_bytes, int* data, int n) {
-  MSA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, data, n, st.native()));
-}
-size_t scan_bytes(int n) {
-  size_t bytes = 0;
-  MSA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<int*>(nullptr), n));
-  return bytes;
-}
-
-// Bits of the inverse index's keys (bucket << 32 | entry id) to sort by: the buckets'
-// values and one more, so the invalid keys (~0: all ones) stay last.
-int key_bits(int64_t buckets) {
-  int b = 0;
-  while ((int64_t{1} << b) < buckets + 1) ++b;
-  return 32 + b;
-}
-size_t sort_bytes(int n, int end_bit) {
-  size_t bytes = 0;
-  cub::DoubleBuffer<uint64_t> none(nullptr, nullptr);
-  MSA_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, bytes, none, n, 0, end_bit));
-  return bytes;
-}
-
-// The inverse index of build_inverse (training_index.cuh), its keys sorted by CUB's radix
-// sort (deterministic: the keys are distinct) into whichever of keys / alt it ends in.
-InverseIndex inverse_index(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, char* ws, uint64_t* alt,
-                           void* tmp, size_t tmp_bytes) {
-  auto* ent = reinterpret_cast<Entry*>(ws + ip.ent);
-  auto* keys = reinterpret_cast<uint64_t*>(ws + ip.keys);
-  auto* begin = reinterpret_cast<int*>(ws + ip.begin);
-  launch_entry_keys(st, a, Hb, ip, ent, keys);
-  cub::DoubleBuffer<uint64_t> db(keys, alt);
-  MSA_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(tmp, tmp_bytes, db, static_cast<int>(ip.N), 0, key_bits(ip.buckets),
-                                                st.native()));
-  launch_bucket_begin(st, ip, db.Current(), begin);
-  return InverseIndex{ent, db.Current(), begin};
-}
-
 bool enabled() {
   static const bool on = env_int("MSA_CUDA_BWD_MMA", 1) != 0;
   return on;
 }
-// MSA_CUDA_BWD_MMA_ITEM_TOKENS=n (1 .. kEntChunk - 1) forces the tokens per dk/dv item
-// (testing the ordered hand-off between a slab's items on small cases); 0: from the shape.
-int forced_item_tokens() {
-  static const int n = std::clamp(env_int("MSA_CUDA_BWD_MMA_ITEM_TOKENS", 0), 0, kEntChunk - 1);
+// MSA_CUDA_BWD_MMA_ITEM_TOKENS=n forces the tokens per dk/dv item.
+int forced_tpi() {
+  static const int n = forced_item_tokens("MSA_CUDA_BWD_MMA_ITEM_TOKENS");
   return n;
 }
-
-// Keys per dk/dv block: 64 (4 warps, 2 blocks per SM) for Bs <= 64, else 128 (8 warps).
-int chunk_keys(int Bs) { return Bs <= 64 ? 64 : 128; }
 
 template <int DP>
 int smem_needed(int KW) {
@@ -186,11 +120,7 @@ bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
   // the prefixes and item tickets are ints.
   const int64_t tok_bound = sparse ? T * sets.Hs * sets.k : T * sets.bt.max_blocks;
   const int64_t slab_tok_bound = tok_bound * (g.Hb == 1 ? Hkv : 1);
-  const int64_t tpi =
-      forced_item_tokens() > 0
-          ? forced_item_tokens()
-          : std::min<int64_t>(kEntChunk - 1, std::max<int64_t>((kMinItemRows + g.G - 1) / g.G,
-                                                               (slab_tok_bound + kTargetItems - 1) / kTargetItems));
+  const int64_t tpi = tokens_per_item(forced_tpi(), g.G, slab_tok_bound);
   const int chunks = (Bs + KW - 1) / KW;
   const int64_t items_bound = (S + slab_tok_bound / tpi + 1) * chunks;
   const DqTiling tl(g.G, 16);
@@ -248,8 +178,7 @@ bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
 
   launch_seq_info(st, m.sets, sparse, si);
   m.inv = inverse_index(st, m.sets, g.Hb, ip, ws, reinterpret_cast<uint64_t*>(ws + alt_at), tmp, tmp_bytes);
-  entry_tokens_kernel<<<grid_for(ip.N + 1, kPrepThreads, pr), kPrepThreads, 0, st.native()>>>(m.inv, ip.N, tok);
-  MSA_CUDA_CHECK_LAUNCH();
+  launch_entry_tokens(st, m.inv, ip.N, tok);
   scan_in_place(st, tmp, tmp_bytes, tok, static_cast<int>(ip.N + 1));
   slab_items_kernel<<<grid_for(S + 1, kPrepThreads, pr), kPrepThreads, 0, st.native()>>>(
       m.inv, tok, m.S, m.Hkv, m.Hb, m.tpi, off);

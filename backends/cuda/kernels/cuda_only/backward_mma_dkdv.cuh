@@ -26,11 +26,11 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels/cuda_only/attention_backward_mma.cuh"
+#include "backends/cuda/kernels/cuda_only/backward_mma_work.cuh"
 
 namespace msa::cuda::bwd {
 
-inline constexpr int kEntChunk = 1024;  // entries an item may span: p.tpi < kEntChunk
-inline constexpr int kStages = 6;       // query tiles in shared memory (five in flight)
+inline constexpr int kStages = 6;  // query tiles in shared memory (five in flight)
 
 template <int DP, int KW>
 struct DkdvLayout {
@@ -77,22 +77,14 @@ __global__ void __launch_bounds__(DkdvLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1)
   for (;;) {
     __syncthreads();  // the previous item is done with shared memory and s_item
     if (warp == 0) {
-      int ticket = 0;
-      if (lane == 0) ticket = atomicAdd(p.ticket, 1);
-      ticket = __shfl_sync(0xffffffffu, ticket, 0);
+      const int ticket = claim_ticket(p.ticket, lane);
       if (ticket < n_items) {
         const int ix = ticket / p.chunks;
         const int s = warp_last_le(p.item_off, 0, p.S, ix, lane);
         const int m = ix - __ldcg(p.item_off + s);
         const int page = s / p.Hkv, g = s % p.Hkv;
-        const int64_t bucket = int64_t{page} * p.Hb + (p.Hb == 1 ? 0 : g);
-        const int w0 = p.inv.begin[bucket], w1 = p.inv.begin[bucket + 1];
-        const int t0 = __ldcg(p.tokpre + w0), ntok = __ldcg(p.tokpre + w1) - t0;
-        const int U0 = t0 + min(ntok, m * p.tpi), U1 = t0 + min(ntok, (m + 1) * p.tpi);
-        const int wa = U1 > U0 ? warp_last_le(p.tokpre, w0, w1, U0, lane) : w0;
-        // Every entry holds a token: tokens [U0, U1) lie in entries wa .. wa + (U1 - U0) - 1.
-        const int nw = min(w1 - wa, U1 - U0);
-        if (lane == 0) s_item = DkdvItem{ticket, s, m, ticket % p.chunks, U0, U1, wa, nw};
+        const ItemSpan sp = item_span(p.inv, p.tokpre, int64_t{page} * p.Hb + (p.Hb == 1 ? 0 : g), m, p.tpi, lane);
+        if (lane == 0) s_item = DkdvItem{ticket, s, m, ticket % p.chunks, sp.U0, sp.U1, sp.wa, sp.nw};
       } else if (lane == 0) {
         s_item.ticket = ticket;
       }
@@ -124,16 +116,7 @@ __global__ void __launch_bounds__(DkdvLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1)
         }
       }
       ptx::cp_async_commit();
-      for (int i = tid; i <= it.nw; i += THREADS) {
-        int4 r = make_int4(0, 0, 0, __ldcg(p.tokpre + it.wa + i));  // i == nw: the end sentinel
-        if (i < it.nw) {
-          const Entry en = p.inv.at(it.wa + i);
-          r.x = en.t0;
-          r.y = en.p0;
-          r.z = en.c;
-        }
-        s_ent[i] = r;
-      }
+      stage_entries<THREADS>(s_ent, p.inv, p.tokpre, it.wa, it.nw);
       ptx::cp_async_wait<0>();
       __syncthreads();
 
@@ -273,13 +256,7 @@ __global__ void __launch_bounds__(DkdvLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1)
 
     // ---- the ordered hand-off: item m adds to the sums of items 0 .. m - 1 ----
     int* sem = p.sem + int64_t{it.slab} * p.chunks + it.chunk;
-    if (it.m > 0) {
-      if (tid == 0) {
-        while (ptx::ld_acquire_gpu(sem) < it.m) __nanosleep(256);
-        __threadfence();
-      }
-      __syncthreads();
-    }
+    wait_for_items(sem, it.m);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int key = kb + gq + 8 * h;
@@ -301,11 +278,7 @@ __global__ void __launch_bounds__(DkdvLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1)
         *reinterpret_cast<float2*>(p.dv + off + d) = v2;
       }
     }
-    __syncthreads();  // every thread's stores are issued
-    if (tid == 0) {
-      __threadfence();
-      ptx::st_release_gpu(sem, it.m + 1);
-    }
+    release_item(sem, it.m);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels/cuda_only/attention_backward_mma.cuh"
+#include "backends/cuda/kernels/cuda_only/backward_mma_work.cuh"
 #include "backends/cuda/kernels/portable/attention_backward.cuh"
 
 namespace msa::cuda::bwd {
@@ -57,52 +58,21 @@ __device__ __forceinline__ void dq_run(const MmaGrad& p, char* smem, int (*s_met
   const int nrows = static_cast<int>(tb - ta) * nh;
 
   // ---- producer: the key tiles (block, k0) of `walk` in selection order ----
-  // Lane l holds entry jb + l of the current 32-entry window; `pend` the window's valid
-  // lanes not walked yet; cc / cpage / cslots the block being walked. Every warp of a
-  // shared pipeline walks the same entries (the same inputs), so the tiles agree.
-  const int nsel = attended_count(p.sets, walk);
-  int jb = -32, lc = 0, cc = 0, cslots = 0, ck0 = 0;
-  int64_t lpage = -1, cpage = 0;
-  unsigned pend = 0;
-  bool have = false;
-  const auto advance = [&]() -> bool {  // warp-uniform
-    if (have) {
-      ck0 += kDqKeys;
-      if (ck0 < cslots) return true;
-    }
-    for (;;) {
-      if (pend == 0) {
-        jb += 32;
-        if (jb >= nsel) return have = false;
-        int c = 0;
-        int64_t pg = -1;
-        const bool ok = jb + lane < nsel && attended_at(p.sets, walk, sel_row, jb + lane, c, pg);
-        lc = c;
-        lpage = pg;
-        pend = __ballot_sync(0xffffffffu, ok);
-        continue;
-      }
-      const int src = __ffs(pend) - 1;
-      pend &= pend - 1;
-      cc = __shfl_sync(0xffffffffu, lc, src);
-      cpage = __shfl_sync(0xffffffffu, lpage, src);
-      cslots = attended_slots(Bs, walk.pos, cc);  // >= 1: the block starts at or before walk.pos
-      ck0 = 0;
-      return have = true;
-    }
-  };
-  // Tile -> stage st: K and V rows ck0 .. ck0 + nk - 1 of the block's slab, rows past nk
+  // Every warp of a shared pipeline walks the same entries (the same inputs), so the
+  // tiles agree.
+  KeyWalk<kDqKeys> wk(attended_count(p.sets, walk));
+  // Tile -> stage st: K and V rows k0 .. k0 + nk - 1 of the block's slab, rows past nk
   // zero-filled (nothing read); columns past D are never used, so never copied.
   const auto issue = [&](int st) {
-    const bool ok = advance();
-    const int nk = ok ? min(kDqKeys, cslots - ck0) : 0;
+    const bool ok = wk.next(p.sets, walk, sel_row, lane);
+    const int nk = ok ? min(kDqKeys, wk.slots - wk.k0) : 0;
     if (tix == 0) {
-      meta[st][0] = cc;
-      meta[st][1] = ck0;
+      meta[st][0] = wk.c;
+      meta[st][1] = wk.k0;
       meta[st][2] = nk;
     }
     if (ok) {
-      const int64_t key0 = ((cpage * p.Hkv + g) * Bs + ck0) * int64_t{D};
+      const int64_t key0 = ((wk.page * p.Hkv + g) * Bs + wk.k0) * int64_t{D};
       const char* kg = p.kc + key0 * 2;
       const char* vg = p.vc + key0 * 2;
       const uint32_t ks = base + st * L::STAGE, vs = ks + L::TILE;
