@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "bench/ceiling.h"
+#include "check/case.h"
 #include "hal/error.h"
 #include "hal/registry.h"
-#include "check/case.h"
 #include "tools/median.h"
 
 namespace msa::bench {
@@ -70,11 +70,16 @@ Options parse_and_strip(int& argc, char** argv) {
       if (a.compare(0, n, flag) == 0 && a.size() > n && a[n] == '=') return argv[i] + n + 1;
       return nullptr;
     };
-    if (const char* b = value("--backend")) o.backend = b;
-    else if (const char* s = value("--scale")) o.scale = number_arg("--scale", s);
-    else if (const char* f = value("--op")) o.ops = f;
-    else if (const char* u = value("--sustain")) o.sustain = number_arg("--sustain", u);
-    else argv[out++] = argv[i];
+    if (const char* b = value("--backend"))
+      o.backend = b;
+    else if (const char* s = value("--scale"))
+      o.scale = number_arg("--scale", s);
+    else if (const char* f = value("--op"))
+      o.ops = f;
+    else if (const char* u = value("--sustain"))
+      o.sustain = number_arg("--sustain", u);
+    else
+      argv[out++] = argv[i];
   }
   argc = out;
   argv[argc] = nullptr;
@@ -122,8 +127,8 @@ struct Target {
         ceiling = {};
         ceiling.how = std::string("not measured: ") + e.what();
       }
-      std::fprintf(stderr, "ceiling %s: %.1f GB/s, %.2f TFLOP/s (%s)\n", dev->name().c_str(),
-                   ceiling.bytes_per_s / 1e9, ceiling.flops_per_s / 1e12, ceiling.how.c_str());
+      std::fprintf(stderr, "ceiling %s: %.1f GB/s, %.2f TFLOP/s (%s)\n", dev->name().c_str(), ceiling.bytes_per_s / 1e9,
+                   ceiling.flops_per_s / 1e12, ceiling.how.c_str());
     }
     return ceiling;
   }
@@ -281,7 +286,8 @@ void run_case(benchmark::State& st, Target* t, const cases::Case* c) {
     if (t->sustain > 0) {
       try {
         double host = 0;
-        const double s = sustained_seconds(dev, t->sustain, [&] { p->run(); }, &host);
+        const double s = sustained_seconds(
+            dev, t->sustain, [&] { p->run(); }, &host);
         st.counters["sustained_ms"] = s * 1e3;
         st.counters["host_ms_per_call"] = host * 1e3;
         if (s > 0) st.counters["sustained_GB/s"] = c->bytes() / s / 1e9;
@@ -313,8 +319,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> names;
   if (opt.backend == "all") {
     for (const hal::BackendStatus& s : hal::list_backends()) {
-      if (s.compiled && !s.devices.empty()) names.push_back(s.name);
-      else std::fprintf(stderr, "skipping backend %s: %s\n", s.name.c_str(), s.unavailable_reason.c_str());
+      if (s.compiled && !s.devices.empty())
+        names.push_back(s.name);
+      else
+        std::fprintf(stderr, "skipping backend %s: %s\n", s.name.c_str(), s.unavailable_reason.c_str());
     }
   } else {
     names.push_back(opt.backend);

@@ -3,10 +3,10 @@
 #pragma once
 #include <string>
 
-#include "ops/args.h"
 #include "check/attention_cases.h"
 #include "check/batch.h"
 #include "check/case.h"
+#include "ops/args.h"
 
 namespace msa::cases {
 

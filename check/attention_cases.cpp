@@ -8,9 +8,9 @@
 #include <mutex>
 #include <optional>
 
-#include "hal/nvfp4.h"
 #include "check/attention_args.h"
 #include "check/attn_common.h"
+#include "hal/nvfp4.h"
 #include "ops/ops.h"
 
 namespace msa::cases {
@@ -18,8 +18,8 @@ namespace detail {
 
 Slot random_input(std::string name, hal::DType dtype, std::vector<int64_t> shape, Rng& rng, double sigma, bool perf) {
   bool tiled = false;
-  hal::HostTensor t = perf ? random_tile(dtype, shape, rng, sigma, size_t{32} << 20, tiled)
-                           : random_tensor(dtype, shape, rng, sigma);
+  hal::HostTensor t =
+      perf ? random_tile(dtype, shape, rng, sigma, size_t{32} << 20, tiled) : random_tensor(dtype, shape, rng, sigma);
   Slot s = Slot::input(std::move(name), std::move(t));
   s.shape = std::move(shape);
   s.tiled = tiled;
@@ -55,8 +55,8 @@ void add_block_structure(Slot& s, int Bs, Rng& rng, double strength) {
   }
 }
 
-Slot cache_input(std::string name, const Batch& batch, const Pages& pages, int heads, int D, hal::DType dtype,
-                 Rng& rng, double sigma, bool perf) {
+Slot cache_input(std::string name, const Batch& batch, const Pages& pages, int heads, int D, hal::DType dtype, Rng& rng,
+                 double sigma, bool perf) {
   bool tiled = false;
   hal::HostTensor t = make_cache(batch, pages, heads, D, dtype, rng, sigma, perf, tiled);
   Slot s = Slot::input(std::move(name), std::move(t));
@@ -106,10 +106,12 @@ Slot nvfp4_scale_input(const Batch& batch, const Pages& pages, int Di, Rng& rng,
   const int64_t G = Di / hal::kNvfp4Group;
   hal::HostTensor t(hal::DType::fp8_e4m3, {pages.P, pages.Bs, G});
   auto* s = t.data<uint8_t>();
-  for (int64_t i = 0; i < t.numel(); ++i) s[i] = hal::f32_to_fp8_e4m3(static_cast<float>(std::exp2(rng.uniform(-4.0, 2.0))));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    s[i] = hal::f32_to_fp8_e4m3(static_cast<float>(std::exp2(rng.uniform(-4.0, 2.0))));
   if (!perf) {
     for (int64_t pg = 0; pg < pages.P; ++pg)
-      for (int64_t j = pages.first_slack(batch, pg) * G; j < pages.Bs * G; ++j) s[pg * pages.Bs * G + j] = 0x7f;  // e4m3 NaN
+      for (int64_t j = pages.first_slack(batch, pg) * G; j < pages.Bs * G; ++j)
+        s[pg * pages.Bs * G + j] = 0x7f;  // e4m3 NaN
   }
   return Slot::input("ki_scale", std::move(t));
 }
@@ -241,7 +243,7 @@ class SparseCase : public Case {
     const double kv_heads_per_sel = p_.mode == ops::SelectionMode::shared ? p_.Hkv : 1;
     const double T = static_cast<double>(batch_.T());
     return st.unique_blocks * kv_heads_per_sel * 2.0 * p_.Bs * p_.D * es  // selected K and V blocks
-           + 2.0 * T * p_.Hq * p_.D * es + T * p_.Hq * 4.0                 // q, out, lse
+           + 2.0 * T * p_.Hq * p_.D * es + T * p_.Hq * 4.0                // q, out, lse
            + static_cast<double>(batch_.NQ()) * p_.Hs() * p_.k * 4.0;     // block_idx
   }
   std::vector<std::pair<std::string, double>> counters() const override {
@@ -273,9 +275,7 @@ class DenseCase : public Case {
  public:
   explicit DenseCase(const AttnParams& p) : p_(p), batch_(p.q_len, p.kv_len, p.Qb) {}
   hal::OpId op() const override { return hal::OpId::dense_attention; }
-  std::string vars() const override {
-    return attn_vars(p_, VarsKind::dense);
-  }
+  std::string vars() const override { return attn_vars(p_, VarsKind::dense); }
   double flops() const override { return 4.0 * p_.D * p_.Hq * dense_pairs(batch_); }
   double bytes() const override {
     const double es = static_cast<double>(hal::dtype_size(p_.dtype));
@@ -330,10 +330,10 @@ class MsaLayerCase : public Case {
       blocks += std::min(per_seq[static_cast<size_t>(b)], static_cast<double>(batch_.blocks_of(b, p_.Bs)));
     const double kv_per_sel = p_.mode == ops::SelectionMode::shared ? p_.Hkv : 1;
     return detail::valid_token_bytes(batch_, detail::indexer_key_bytes(p_))  // indexer keys
-           + T * p_.Hs() * p_.Di * es                                                 // qi
-           + blocks * p_.Hs() * kv_per_sel * 2.0 * p_.Bs * p_.D * es                  // selected K, V
-           + 2.0 * T * p_.Hq * p_.D * es + T * p_.Hq * 4.0                            // q, out, lse
-           + NQ * p_.Hs() * p_.k * 4.0;                                               // selections
+           + T * p_.Hs() * p_.Di * es                                        // qi
+           + blocks * p_.Hs() * kv_per_sel * 2.0 * p_.Bs * p_.D * es         // selected K, V
+           + 2.0 * T * p_.Hq * p_.D * es + T * p_.Hq * 4.0                   // q, out, lse
+           + NQ * p_.Hs() * p_.k * 4.0;                                      // selections
   }
   bool has_baseline() const override { return true; }
   std::vector<std::pair<std::string, double>> counters_after_run(PreparedCase& p) const override {
@@ -346,8 +346,9 @@ class MsaLayerCase : public Case {
     const int64_t T = batch_.T(), NQ = batch_.NQ(), Hs = p_.Hs();
     CaseData d;
     d.slots.push_back(detail::random_input("q", p_.dtype, {T, p_.Hq, p_.D}, rng, 2.0, perf));
-    d.slots.push_back(p_.correlated ? detail::random_walk_input("qi", p_.dtype, batch_, static_cast<int>(Hs), p_.Di, rng, 2.0, 0.999)
-                                    : detail::random_input("qi", p_.dtype, {T, Hs, p_.Di}, rng, 2.0, perf));
+    d.slots.push_back(
+        p_.correlated ? detail::random_walk_input("qi", p_.dtype, batch_, static_cast<int>(Hs), p_.Di, rng, 2.0, 0.999)
+                      : detail::random_input("qi", p_.dtype, {T, Hs, p_.Di}, rng, 2.0, perf));
     d.slots.push_back(detail::cache_input("k_cache", batch_, pages, p_.Hkv, p_.D, p_.dtype, rng, 1.0, perf));
     d.slots.push_back(detail::cache_input("v_cache", batch_, pages, p_.Hkv, p_.D, p_.dtype, rng, 1.0, perf));
     detail::push_indexer_key_slots(d, p_, batch_, pages, rng, perf, p_.correlated);

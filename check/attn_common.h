@@ -23,8 +23,8 @@ Slot random_walk_input(std::string name, hal::DType dtype, const Batch& batch, i
 void add_block_structure(Slot& s, int Bs, Rng& rng, double strength);
 
 // A paged cache slot (see make_cache).
-Slot cache_input(std::string name, const Batch& batch, const Pages& pages, int heads, int D, hal::DType dtype,
-                 Rng& rng, double sigma, bool perf);
+Slot cache_input(std::string name, const Batch& batch, const Pages& pages, int heads, int D, hal::DType dtype, Rng& rng,
+                 double sigma, bool perf);
 
 // Appends the block_table, kv_len and cu_q slots.
 void push_index_slots(CaseData& d, const Batch& batch, const Pages& pages);

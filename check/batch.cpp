@@ -128,8 +128,8 @@ hal::HostTensor random_tile(hal::DType dtype, const std::vector<int64_t>& shape,
 hal::HostTensor make_cache(const Batch& batch, const Pages& pages, int heads, int D, hal::DType dtype, Rng& rng,
                            double sigma, bool perf, bool& tiled) {
   const int Bs = pages.Bs;
-  std::vector<int64_t> shape = heads > 0 ? std::vector<int64_t>{pages.P, heads, Bs, D}
-                                         : std::vector<int64_t>{pages.P, Bs, D};
+  std::vector<int64_t> shape =
+      heads > 0 ? std::vector<int64_t>{pages.P, heads, Bs, D} : std::vector<int64_t>{pages.P, Bs, D};
   if (perf) return random_tile(dtype, shape, rng, sigma, size_t{32} << 20, tiled);
   tiled = false;
   hal::HostTensor t = random_tensor(dtype, shape, rng, sigma);
@@ -223,7 +223,8 @@ SelectionStats selection_stats(const Batch& batch, int Bs, const hal::HostTensor
         if (c < 0 || c >= nblk || int64_t{c} * Bs > qb.p1) continue;
         blocks.insert({qb.b, h, c});
         for (int64_t t = qb.t0; t < qb.t1; ++t) {
-          const int64_t last = std::min<int64_t>({batch.token_pos[static_cast<size_t>(t)], kv - 1, int64_t{c} * Bs + Bs - 1});
+          const int64_t last =
+              std::min<int64_t>({batch.token_pos[static_cast<size_t>(t)], kv - 1, int64_t{c} * Bs + Bs - 1});
           st.pairs += static_cast<double>(std::max<int64_t>(0, last - int64_t{c} * Bs + 1));
         }
       }
@@ -236,7 +237,8 @@ SelectionStats selection_stats(const Batch& batch, int Bs, const hal::HostTensor
 double dense_pairs(const Batch& batch) {
   double s = 0;
   for (size_t t = 0; t < batch.token_pos.size(); ++t)
-    s += static_cast<double>(std::min<int64_t>(batch.token_pos[t] + 1, batch.kv_len[static_cast<size_t>(batch.token_seq[t])]));
+    s += static_cast<double>(
+        std::min<int64_t>(batch.token_pos[t] + 1, batch.kv_len[static_cast<size_t>(batch.token_seq[t])]));
   return s;
 }
 

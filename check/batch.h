@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "hal/host_tensor.h"
 #include "check/rng.h"
+#include "hal/host_tensor.h"
 
 namespace msa::cases {
 
@@ -41,7 +41,7 @@ struct Batch {
 struct Pages {
   int Bs = 0;
   int64_t max_blocks = 0, P = 0;
-  std::vector<int32_t> table;       // B * max_blocks; unread entries are -1
+  std::vector<int32_t> table;        // B * max_blocks; unread entries are -1
   std::vector<int32_t> seq_of_page;  // -1 for spare pages
   std::vector<int64_t> block_of_page;
   hal::HostTensor table_tensor(int B) const;

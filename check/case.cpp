@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <exception>
 
-#include "hal/error.h"
 #include "check/compare.h"
 #include "check/device_io.h"
+#include "hal/error.h"
 
 namespace msa::cases {
 
@@ -19,9 +19,7 @@ Compare Compare::grad(hal::DType t) {
   return c;
 }
 
-Compare Compare::lse(hal::DType t) {
-  return {Metric::lse, t == hal::DType::f32 ? 1e-5 : 1e-3, 0};
-}
+Compare Compare::lse(hal::DType t) { return {Metric::lse, t == hal::DType::f32 ? 1e-5 : 1e-3, 0}; }
 
 Slot Slot::input(std::string name, hal::HostTensor t) {
   Slot s;

@@ -109,10 +109,10 @@ Launch make_launch(hal::Device& d, hal::OpId op, const Args& a, void (*fn)(hal::
 // The outcome of checking one case on one device.
 struct CheckResult {
   bool passed = false;
-  bool skipped = false;     // the backend refused the case (supports()); not a failure
-  double worst_error = 0;   // of the output closest to (or furthest past) its bound
-  double tolerance = 0;     // that output's bound
-  std::string message;      // why it failed / was skipped, or the metric that was worst
+  bool skipped = false;    // the backend refused the case (supports()); not a failure
+  double worst_error = 0;  // of the output closest to (or furthest past) its bound
+  double tolerance = 0;    // that output's bound
+  std::string message;     // why it failed / was skipped, or the metric that was worst
 };
 
 class PreparedCase;

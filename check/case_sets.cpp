@@ -5,12 +5,12 @@
 #include <cmath>
 #include <string>
 
-#include "hal/error.h"
 #include "check/attention_cases.h"
 #include "check/case.h"
 #include "check/rng.h"
 #include "check/set_builders.h"
 #include "check/support_cases.h"
+#include "hal/error.h"
 
 namespace msa::cases {
 namespace sets {
@@ -116,8 +116,7 @@ void add_sparse_variations(CaseList& c, AttnMaker make) {
     c.push_back(make(attn(kMixed, 4, 2, 64, 64, 1, 2, kF32, m)));
     c.push_back(make(attn(kMixed, 4, 2, 64, 64, 64, 2, kBF16, m)));
   }
-  for (const Lens& l : {kEmpty, kShort, kDecode, kEmptySeq})
-    c.push_back(make(attn(l, 4, 2, 64, 64, 1, 2, kBF16)));
+  for (const Lens& l : {kEmpty, kShort, kDecode, kEmptySeq}) c.push_back(make(attn(l, 4, 2, 64, 64, 1, 2, kBF16)));
   for (int Qb : {1, 128}) {
     AttnParams p = attn({{150}, {300}}, 4, 2, 64, 64, Qb, 3, kF32);
     p.empty_sel = true;
@@ -173,8 +172,8 @@ void add_full_attention(CaseList& c) {
     // element its own workgroups): ragged contexts with a one-token sequence and partial
     // last blocks, 32 splits per (token, KV head) on the Vulkan GQA kernel; then a batch
     // where the guess fails (a sequence with two query tokens, one with none) and k = 13.
-    AttnParams m8 = attn({{1, 1, 1, 1, 1, 1, 1, 1}, {2500, 1900, 130, 1, 700, 128, 3000, 4100}}, 64, 4, 128, 128,
-                         1, 16, kBF16);
+    AttnParams m8 =
+        attn({{1, 1, 1, 1, 1, 1, 1, 1}, {2500, 1900, 130, 1, 700, 128, 3000, 4100}}, 64, 4, 128, 128, 1, 16, kBF16);
     m8.Di = 128;
     c.push_back(sparse_attention_case(m8));
     c.push_back(indexer_score_case(m8));
@@ -184,8 +183,8 @@ void add_full_attention(CaseList& c) {
     c.push_back(indexer_score_case(m8));
     m8.scale = -0.05f;  // max pooling with a negative scale (the CUDA decode kernel's scaled path)
     c.push_back(indexer_score_case(m8));
-    AttnParams mx = attn({{1, 2, 0, 1, 1, 1, 1, 1}, {900, 260, 64, 1, 700, 128, 1000, 333}}, 64, 4, 128, 128, 1, 13,
-                         kBF16);
+    AttnParams mx =
+        attn({{1, 2, 0, 1, 1, 1, 1, 1}, {900, 260, 64, 1, 700, 128, 1000, 333}}, 64, 4, 128, 128, 1, 13, kBF16);
     mx.Di = 128;
     c.push_back(sparse_attention_case(mx));
     c.push_back(indexer_score_case(mx));
@@ -545,7 +544,9 @@ void add_perf(CaseList& c, double scale) {
   for (int64_t L : {int64_t{8} << 10, int64_t{32} << 10, int64_t{128} << 10, int64_t{512} << 10, int64_t{1} << 20}) {
     const int32_t l = scaled(L, 16);
     for (int batch : {1, 8}) {
-      const AttnParams p = ref({std::vector<int32_t>(static_cast<size_t>(batch), 1), std::vector<int32_t>(static_cast<size_t>(batch), l)}, 1);
+      const AttnParams p = ref(
+          {std::vector<int32_t>(static_cast<size_t>(batch), 1), std::vector<int32_t>(static_cast<size_t>(batch), l)},
+          1);
       c.push_back(indexer_score_case(p));
       AttnParams p8 = p;
       p8.ki_dtype = kFP8;

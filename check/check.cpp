@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "check/case.h"
 #include "hal/error.h"
 #include "hal/registry.h"
-#include "check/case.h"
 
 namespace msa::cases {
 namespace {
@@ -50,8 +50,8 @@ int run_check(hal::Device& dev, std::string_view set, std::string_view op_filter
     // A check that ran nothing must not pass: a typo in the pattern would look like success.
     if (cases.empty())
       throw Error("argument '--match': no case of set '" + std::string(set) +
-                  (op_filter.empty() ? std::string() : "' for ops '" + std::string(op_filter)) + "' matches '" +
-                  match + "'");
+                  (op_filter.empty() ? std::string() : "' for ops '" + std::string(op_filter)) + "' matches '" + match +
+                  "'");
   }
   auto ref = hal::create_device("cpu-ref");
   std::map<std::string, OpRow> rows;
@@ -69,8 +69,10 @@ int run_check(hal::Device& dev, std::string_view set, std::string_view op_filter
       skips[op].insert(res.message);
       continue;
     }
-    if (res.passed) ++r.passed;
-    else failures.push_back(op + " [" + c->vars() + "]: " + res.message);
+    if (res.passed)
+      ++r.passed;
+    else
+      failures.push_back(op + " [" + c->vars() + "]: " + res.message);
     double q = ratio(res.worst_error, res.tolerance);
     const bool no_metric = !res.passed && !(q > 1);  // an exception, a guard, a NaN
     if (no_metric) q = INFINITY;

@@ -147,7 +147,8 @@ Verdict compare_lse(const std::string& name, const hal::HostTensor& got, const h
     if (cmp.nan_rows && std::isnan(b)) {
       if (std::isnan(a)) continue;
       bad = "reference NaN";
-    } else if (std::isnan(a)) bad = "NaN";
+    } else if (std::isnan(a))
+      bad = "NaN";
     else if (std::isinf(b) || std::isinf(a)) {
       if (a != b) bad = "infinity mismatch";
     }
@@ -167,8 +168,8 @@ Verdict compare_lse(const std::string& name, const hal::HostTensor& got, const h
   v.ok = v.error <= v.tolerance;
   v.what = name + " max rel. error " + num(v.error);
   if (worst_at >= 0) {
-    v.what += " at " + flat_index(ref, worst_at) + " (" + num(got.get(static_cast<size_t>(worst_at))) +
-              " vs " + num(ref.get(static_cast<size_t>(worst_at))) + ")";
+    v.what += " at " + flat_index(ref, worst_at) + " (" + num(got.get(static_cast<size_t>(worst_at))) + " vs " +
+              num(ref.get(static_cast<size_t>(worst_at))) + ")";
   }
   if (!v.ok) v.what += " > " + num(v.tolerance);
   return v;
@@ -190,7 +191,8 @@ Verdict compare_exact(const std::string& name, const hal::HostTensor& got, const
   v.what = name + " " + std::to_string(mismatches) + " of " + std::to_string(n) + " elements differ";
   if (first >= 0) {
     auto show = [&](const hal::HostTensor& t) {
-      return ref.dtype == hal::DType::i32 ? std::to_string(t.data<int32_t>()[first]) : num(t.get(static_cast<size_t>(first)));
+      return ref.dtype == hal::DType::i32 ? std::to_string(t.data<int32_t>()[first])
+                                          : num(t.get(static_cast<size_t>(first)));
     };
     v.what += " (first " + flat_index(ref, first) + ": " + show(got) + " vs " + show(ref) + ")";
   }
@@ -204,10 +206,14 @@ double Verdict::ratio() const { return ratio_of(error, tolerance); }
 Verdict compare_tensors(const std::string& name, const hal::HostTensor& got, const hal::HostTensor& ref,
                         const Compare& cmp) {
   switch (cmp.metric) {
-    case Metric::nmse: return compare_nmse(name, got, ref, cmp);
-    case Metric::lse: return compare_lse(name, got, ref, cmp);
-    case Metric::exact: return compare_exact(name, got, ref);
-    case Metric::none: break;
+    case Metric::nmse:
+      return compare_nmse(name, got, ref, cmp);
+    case Metric::lse:
+      return compare_lse(name, got, ref, cmp);
+    case Metric::exact:
+      return compare_exact(name, got, ref);
+    case Metric::none:
+      break;
   }
   return {};
 }

@@ -2,8 +2,8 @@
 #pragma once
 #include <string>
 
-#include "hal/host_tensor.h"
 #include "check/case.h"
+#include "hal/host_tensor.h"
 
 namespace msa::cases {
 
@@ -19,7 +19,7 @@ struct Verdict {
 };
 
 // Compares `got` with `ref` (same dtype and shape) under `cmp`; `name` labels messages.
-Verdict compare_tensors(const std::string& name, const hal::HostTensor& got,
-                        const hal::HostTensor& ref, const Compare& cmp);
+Verdict compare_tensors(const std::string& name, const hal::HostTensor& got, const hal::HostTensor& ref,
+                        const Compare& cmp);
 
 }  // namespace msa::cases

@@ -100,8 +100,7 @@ std::string verify_raw(const Slot& s, const DeviceSlot& d, const std::vector<uin
       return s.name + ": guard byte " + std::to_string(i - kGuardFront - n) + " after the tensor overwritten";
   if (s.role == Role::in) {
     for (size_t i = kGuardFront; i < kGuardFront + n; ++i)
-      if (raw[i] != d.staged[i])
-        return s.name + ": input modified at byte " + std::to_string(i - kGuardFront);
+      if (raw[i] != d.staged[i]) return s.name + ": input modified at byte " + std::to_string(i - kGuardFront);
   }
   return "";
 }

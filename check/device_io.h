@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "hal/device.h"
 #include "check/case.h"
+#include "hal/device.h"
 
 namespace msa::cases {
 
@@ -25,8 +25,8 @@ hal::Tensor make_view(hal::Buffer* buffer, size_t offset, hal::DType dtype, cons
 
 struct DeviceSlot {
   hal::BufferPtr buffer;
-  hal::Tensor tensor;               // the slot's view (absent for absent slots)
-  std::vector<uint8_t> staged;      // what was uploaded, guards included (check mode)
+  hal::Tensor tensor;           // the slot's view (absent for absent slots)
+  std::vector<uint8_t> staged;  // what was uploaded, guards included (check mode)
 };
 
 // Uploads one slot. check mode (`keep_staged`): the whole buffer is staged on the host

@@ -17,7 +17,8 @@ class KvAppendCase : public Case {
                     " Hkv=" + std::to_string(p_.Hkv) + " D=" + std::to_string(p_.D) + " Bs=" + std::to_string(p_.Bs) +
                     " dtype=" + hal::dtype_name(p_.dtype);
     if (with_ki_) {
-      s += " Di=" + std::to_string(p_.Di) + " ki=" + hal::dtype_name(p_.ki_dtype) + (p_.ki_scale && p_.ki_dtype != hal::DType::fp4_e2m1x2 ? "+scale" : "");
+      s += " Di=" + std::to_string(p_.Di) + " ki=" + hal::dtype_name(p_.ki_dtype) +
+           (p_.ki_scale && p_.ki_dtype != hal::DType::fp4_e2m1x2 ? "+scale" : "");
     }
     return s;
   }

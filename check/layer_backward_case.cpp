@@ -83,11 +83,12 @@ class MsaLayerBackwardCase : public Case {
     ka.block_table = sa.block_table, ka.kv_len = sa.kv_len, ka.cu_q = sa.cu_q, ka.block_idx = sa.block_idx;
     ka.stage = ops::KlStage::sparse, ka.Qb = sa.Qb, ka.NQ = sa.NQ, ka.mode = sa.mode, ka.scale = sa.scale;
     ka.kl = t("kl"), ka.dqi = t("dqi"), ka.dki_cache = t("dki_cache");
-    return chain({make_launch(dev, hal::OpId::indexer_score, ia, &ops::indexer_score),
-                  make_launch(dev, hal::OpId::block_topk, ta, &ops::block_topk),
-                  make_launch(dev, hal::OpId::sparse_block_attention, sa, &ops::sparse_block_attention),
-                  make_launch(dev, hal::OpId::sparse_block_attention_backward, ba, &ops::sparse_block_attention_backward),
-                  make_launch(dev, hal::OpId::indexer_kl, ka, &ops::indexer_kl)});
+    return chain(
+        {make_launch(dev, hal::OpId::indexer_score, ia, &ops::indexer_score),
+         make_launch(dev, hal::OpId::block_topk, ta, &ops::block_topk),
+         make_launch(dev, hal::OpId::sparse_block_attention, sa, &ops::sparse_block_attention),
+         make_launch(dev, hal::OpId::sparse_block_attention_backward, ba, &ops::sparse_block_attention_backward),
+         make_launch(dev, hal::OpId::indexer_kl, ka, &ops::indexer_kl)});
   }
   Launch bind_baseline(hal::Device& dev, const Bound& t) const override {
     const ops::DenseAttentionArgs fa = dense_args(p_, t, "dense_out", "dense_lse");
@@ -109,7 +110,8 @@ class MsaLayerBackwardCase : public Case {
             }};
   }
   hal::HostTensor selection(uint64_t seed) const {
-    return synthetic_block_idx(batch_, p_.Bs, p_.Hs(), p_.k, p_.n_sink, p_.n_local, kind_, detail::stream_seed(seed, 7));
+    return synthetic_block_idx(batch_, p_.Bs, p_.Hs(), p_.k, p_.n_sink, p_.n_local, kind_,
+                               detail::stream_seed(seed, 7));
   }
   double keys_attended() const {
     std::call_once(keys_once_, [&] { keys_ = selection_stats(batch_, p_.Bs, selection(seed())).pairs; });

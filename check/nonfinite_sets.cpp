@@ -25,8 +25,8 @@ void add_poisoned(CaseList& c, const Lens& lens, int k, DType t, Poison x) {
 // NaN / Inf in attended keys, values, queries and indexer keys, and an f32 overflow
 // (docs/spec.md, "Non-finite inputs"): the backend's NaN rows must be the reference's.
 void add_nonfinite(CaseList& c) {
-  for (Poison x : {Poison::nan_key, Poison::inf_key, Poison::nan_value, Poison::inf_value, Poison::nan_query,
-                   Poison::overflow})
+  for (Poison x :
+       {Poison::nan_key, Poison::inf_key, Poison::nan_value, Poison::inf_value, Poison::nan_query, Poison::overflow})
     add_poisoned(c, kDecodeVarlen, 2, kBF16, x);
   for (Poison x : {Poison::nan_key, Poison::inf_value, Poison::overflow})
     add_poisoned(c, kPrefix, 2, kF32, x);  // prefill: causal rows

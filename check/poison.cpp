@@ -23,14 +23,22 @@ size_t token0(const Slot& cache, const Pages& pages, int64_t dim) {
 
 const char* poison_name(Poison p) {
   switch (p) {
-    case Poison::none: return "";
-    case Poison::nan_key: return "nan_key";
-    case Poison::inf_key: return "inf_key";
-    case Poison::nan_value: return "nan_value";
-    case Poison::inf_value: return "inf_value";
-    case Poison::nan_query: return "nan_query";
-    case Poison::overflow: return "overflow";
-    case Poison::nan_index_key: return "nan_index_key";
+    case Poison::none:
+      return "";
+    case Poison::nan_key:
+      return "nan_key";
+    case Poison::inf_key:
+      return "inf_key";
+    case Poison::nan_value:
+      return "nan_value";
+    case Poison::inf_value:
+      return "inf_value";
+    case Poison::nan_query:
+      return "nan_query";
+    case Poison::overflow:
+      return "overflow";
+    case Poison::nan_index_key:
+      return "nan_index_key";
   }
   return "";
 }
@@ -43,11 +51,21 @@ void apply_poison(CaseData& d, Poison p, const Pages& pages) {
   Slot* v = slot_named(d, "v_cache");
   Slot* ki = slot_named(d, "ki_cache");
   switch (p) {
-    case Poison::nan_key: if (k) k->host.set(token0(*k, pages, 1), nan); break;
-    case Poison::inf_key: if (k) k->host.set(token0(*k, pages, 1), inf); break;
-    case Poison::nan_value: if (v) v->host.set(token0(*v, pages, 1), nan); break;
-    case Poison::inf_value: if (v) v->host.set(token0(*v, pages, 1), -inf); break;
-    case Poison::nan_query: if (q) q->host.set(1, nan); break;
+    case Poison::nan_key:
+      if (k) k->host.set(token0(*k, pages, 1), nan);
+      break;
+    case Poison::inf_key:
+      if (k) k->host.set(token0(*k, pages, 1), inf);
+      break;
+    case Poison::nan_value:
+      if (v) v->host.set(token0(*v, pages, 1), nan);
+      break;
+    case Poison::inf_value:
+      if (v) v->host.set(token0(*v, pages, 1), -inf);
+      break;
+    case Poison::nan_query:
+      if (q) q->host.set(1, nan);
+      break;
     case Poison::overflow:
       // One large dim: q[0][0][1] * k[1] = 1000 * 3.2e37 overflows f32 however the
       // product is ordered or scaled (both finite). Other queries (|q| < 10) get one huge
@@ -57,8 +75,11 @@ void apply_poison(CaseData& d, Poison p, const Pages& pages) {
         k->host.set(token0(*k, pages, 1), 3.2e37f);
       }
       break;
-    case Poison::nan_index_key: if (ki) ki->host.set(token0(*ki, pages, 1), nan); break;
-    case Poison::none: break;
+    case Poison::nan_index_key:
+      if (ki) ki->host.set(token0(*ki, pages, 1), nan);
+      break;
+    case Poison::none:
+      break;
   }
   for (const char* name : {"out", "lse", "block_score"})
     if (Slot* s = slot_named(d, name)) s->cmp.nan_rows = true;

@@ -35,8 +35,8 @@ class IndexerCase : public Case {
     d.slots.push_back(detail::random_input("qi", p_.dtype, {batch_.T(), p_.Hs(), p_.Di}, rng, 2.0, perf));
     detail::push_indexer_key_slots(d, p_, batch_, pages, rng, perf);
     detail::push_index_slots(d, batch_, pages);
-    d.slots.push_back(Slot::output("block_score", hal::DType::f32, {batch_.NQ(), p_.Hs(), pages.max_blocks},
-                                   Compare::lse(p_.dtype)));
+    d.slots.push_back(
+        Slot::output("block_score", hal::DType::f32, {batch_.NQ(), p_.Hs(), pages.max_blocks}, Compare::lse(p_.dtype)));
     apply_poison(d, p_.poison, pages);
     return d;
   }
@@ -69,9 +69,12 @@ hal::HostTensor topk_scores(const AttnParams& p, const Batch& batch, int64_t MB,
         if (ties) v = std::round(v * 2.0f) / 2.0f;
         if (special) {
           const double u = rng.uniform();
-          if (mostly_dead ? u < 0.8 : u < 0.05) v = -inf;
-          else if (u < (mostly_dead ? 0.9 : 0.09)) v = nan;
-          else if (u < 0.11) v = rng.chance(0.5) ? 0.0f : -0.0f;
+          if (mostly_dead ? u < 0.8 : u < 0.05)
+            v = -inf;
+          else if (u < (mostly_dead ? 0.9 : 0.09))
+            v = nan;
+          else if (u < 0.11)
+            v = rng.chance(0.5) ? 0.0f : -0.0f;
         }
         if (c >= nvalid && special) {
           const double u = rng.uniform();
@@ -152,8 +155,8 @@ class IndexerTopkCase : public Case {
     const ops::IndexerScoreArgs ia = indexer_args(p_, batch_, t);
     const ops::BlockTopkArgs ta = topk_args(p_, batch_, t);
     return {[&dev, ia, ta] {
-              for (auto [op, args] : {std::pair<hal::OpId, const void*>{hal::OpId::indexer_score, &ia},
-                                      {hal::OpId::block_topk, &ta}})
+              for (auto [op, args] :
+                   {std::pair<hal::OpId, const void*>{hal::OpId::indexer_score, &ia}, {hal::OpId::block_topk, &ta}})
                 if (std::string r = dev.supports(op, args); !r.empty()) return r;
               return std::string();
             },

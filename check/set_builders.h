@@ -28,7 +28,7 @@ struct Lens {
 };
 
 inline AttnParams attn(Lens l, int Hq, int Hkv, int D, int Bs, int Qb, int k, DType t,
-                SelectionMode mode = SelectionMode::per_kv_head) {
+                       SelectionMode mode = SelectionMode::per_kv_head) {
   AttnParams p;
   p.q_len = std::move(l.q);
   p.kv_len = std::move(l.kv);
@@ -54,16 +54,16 @@ inline RowParams rows(int64_t M, int64_t N, DType t, bool flag = false) {
 
 // Batches of the functional sets (Bs = 64 unless noted).
 inline const Lens kDecode{{1}, {300}};
-inline const Lens kDecodeVarlen{{1, 1, 1}, {64, 17, 200}};   // a full block, shorter than a block, ragged
-inline const Lens kPrefix{{40}, {170}};                      // prefill on a cached prefix
-inline const Lens kMixed{{5, 0, 30}, {5, 90, 100}};          // from empty, q_len = 0, prefix
-inline const Lens kEmpty{{}, {}};                            // B = 0
-inline const Lens kShort{{3}, {10}};                         // one partial block
-inline const Lens kEmptySeq{{2, 0, 1}, {2, 0, 70}};          // a sequence with nothing cached
+inline const Lens kDecodeVarlen{{1, 1, 1}, {64, 17, 200}};  // a full block, shorter than a block, ragged
+inline const Lens kPrefix{{40}, {170}};                     // prefill on a cached prefix
+inline const Lens kMixed{{5, 0, 30}, {5, 90, 100}};         // from empty, q_len = 0, prefix
+inline const Lens kEmpty{{}, {}};                           // B = 0
+inline const Lens kShort{{3}, {10}};                        // one partial block
+inline const Lens kEmptySeq{{2, 0, 1}, {2, 0, 70}};         // a sequence with nothing cached
 
 // ViT items of 1 to 9 temporal patches.
 inline const std::vector<std::array<int32_t, 3>> kVitItems = {{1, 2, 2}, {2, 1, 3}, {3, 2, 2}, {4, 2, 1}, {5, 2, 2},
-                                                       {6, 1, 2}, {7, 2, 2}, {8, 1, 1}, {9, 2, 2}};
+                                                              {6, 1, 2}, {7, 2, 2}, {8, 1, 1}, {9, 2, 2}};
 
 using AttnMaker = std::unique_ptr<Case> (*)(const AttnParams&);
 

@@ -42,7 +42,9 @@ class MatmulCase : public RowCase {
            " dtype=" + hal::dtype_name(p_.dtype) + (p_.flag ? " bias" : "");
   }
   double flops() const override { return 2.0 * p_.M * p_.N * p_.K; }
-  double bytes() const override { return (p_.M * p_.K + p_.N * p_.K + p_.M * p_.N + (p_.flag ? p_.N : 0)) * es(p_.dtype); }
+  double bytes() const override {
+    return (p_.M * p_.K + p_.N * p_.K + p_.M * p_.N + (p_.flag ? p_.N : 0)) * es(p_.dtype);
+  }
   CaseData make_data(uint64_t seed, bool perf) const override {
     Rng rng(seed);
     CaseData d;
@@ -107,7 +109,8 @@ class LayerNormCase : public RowCase {
     if (!x.tiled)
       for (int64_t m = 0; m < p_.M; ++m) {
         const float off = static_cast<float>(rng.normal() * 3.0);
-        for (int64_t n = 0; n < p_.N; ++n) x.host.set(static_cast<size_t>(m * p_.N + n), x.host.get(static_cast<size_t>(m * p_.N + n)) + off);
+        for (int64_t n = 0; n < p_.N; ++n)
+          x.host.set(static_cast<size_t>(m * p_.N + n), x.host.get(static_cast<size_t>(m * p_.N + n)) + off);
       }
     d.slots.push_back(std::move(x));
     d.slots.push_back(random_input("w", p_.dtype, {p_.N}, rng, 1.0, perf));
@@ -132,8 +135,8 @@ class RopeCase : public RowCase {
   hal::OpId op() const override { return hal::OpId::rope; }
   std::string vars() const override {
     return "T=" + std::to_string(p_.M) + " H=" + std::to_string(p_.H) + " D=" + std::to_string(p_.N) +
-           " rotary_dim=" + std::to_string(p_.rotary_dim ? p_.rotary_dim : p_.N) + " theta=" +
-           std::to_string(static_cast<int64_t>(p_.theta)) + " dtype=" + hal::dtype_name(p_.dtype) +
+           " rotary_dim=" + std::to_string(p_.rotary_dim ? p_.rotary_dim : p_.N) +
+           " theta=" + std::to_string(static_cast<int64_t>(p_.theta)) + " dtype=" + hal::dtype_name(p_.dtype) +
            (p_.flag ? " in_place" : "");
   }
   double flops() const override { return 3.0 * p_.M * p_.H * (p_.rotary_dim ? p_.rotary_dim : p_.N); }
@@ -245,7 +248,10 @@ class EmbeddingCase : public RowCase {
  public:
   using RowCase::RowCase;
   hal::OpId op() const override { return hal::OpId::embedding; }
-  std::string vars() const override { return "T=" + std::to_string(p_.M) + " V=" + std::to_string(p_.V) + " H=" + std::to_string(p_.N) + " dtype=" + hal::dtype_name(p_.dtype); }
+  std::string vars() const override {
+    return "T=" + std::to_string(p_.M) + " V=" + std::to_string(p_.V) + " H=" + std::to_string(p_.N) +
+           " dtype=" + hal::dtype_name(p_.dtype);
+  }
   double flops() const override { return 0; }
   double bytes() const override { return 2.0 * p_.M * p_.N * es(p_.dtype) + p_.M * 4.0; }
   CaseData make_data(uint64_t seed, bool perf) const override {
@@ -253,7 +259,8 @@ class EmbeddingCase : public RowCase {
     CaseData d;
     d.slots.push_back(random_input("table", p_.dtype, {p_.V, p_.N}, rng, 1.0, perf));
     hal::HostTensor ids(hal::DType::i32, {p_.M});
-    for (int64_t i = 0; i < p_.M; ++i) ids.data<int32_t>()[i] = static_cast<int32_t>(i == 0 ? p_.V - 1 : rng.below(p_.V));
+    for (int64_t i = 0; i < p_.M; ++i)
+      ids.data<int32_t>()[i] = static_cast<int32_t>(i == 0 ? p_.V - 1 : rng.below(p_.V));
     d.slots.push_back(Slot::input("ids", std::move(ids)));
     d.slots.push_back(Slot::output("y", p_.dtype, {p_.M, p_.N}, Compare::exact()));
     return d;
@@ -274,7 +281,9 @@ class ScatterVisualCase : public RowCase {
   using RowCase::RowCase;
   static constexpr int32_t kPlaceholder = 7;
   hal::OpId op() const override { return hal::OpId::scatter_visual; }
-  std::string vars() const override { return "T=" + std::to_string(p_.M) + " H=" + std::to_string(p_.N) + " dtype=" + hal::dtype_name(p_.dtype); }
+  std::string vars() const override {
+    return "T=" + std::to_string(p_.M) + " H=" + std::to_string(p_.N) + " dtype=" + hal::dtype_name(p_.dtype);
+  }
   double flops() const override { return 0; }
   double bytes() const override { return (2.0 * p_.M / 3.0) * p_.N * es(p_.dtype) + p_.M * 4.0; }
   CaseData make_data(uint64_t seed, bool perf) const override {
@@ -325,9 +334,12 @@ class ArgmaxCase : public RowCase {
       for (int64_t m = 0; m < p_.M; ++m)
         for (int64_t n = 0; n < p_.N; ++n) {
           const size_t i = static_cast<size_t>(m * p_.N + n);
-          if (m == p_.M - 1) x.host.set(i, nan);  // the whole row NaN: index 0
-          else if (m % 3 == 0) x.host.set(i, std::round(x.host.get(i) * 2.0f));  // ties
-          else if (rng.chance(0.05)) x.host.set(i, nan);
+          if (m == p_.M - 1)
+            x.host.set(i, nan);  // the whole row NaN: index 0
+          else if (m % 3 == 0)
+            x.host.set(i, std::round(x.host.get(i) * 2.0f));  // ties
+          else if (rng.chance(0.05))
+            x.host.set(i, nan);
         }
     }
     d.slots.push_back(std::move(x));

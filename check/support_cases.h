@@ -4,9 +4,9 @@
 #include <memory>
 #include <vector>
 
-#include "ops/args.h"
 #include "check/attention_cases.h"
 #include "check/case.h"
+#include "ops/args.h"
 
 namespace msa::cases {
 
@@ -28,12 +28,12 @@ std::unique_ptr<Case> kv_append_case(const AttnParams& p, bool with_ki);
 struct RowParams {
   int64_t M = 4, N = 64, K = 32;
   hal::DType dtype = hal::DType::f32;
-  bool flag = false;                 // matmul/layer_norm: bias; rms_norm: w in f32;
-                                     // rope: in place; argmax: ties and NaN rows
+  bool flag = false;  // matmul/layer_norm: bias; rms_norm: w in f32;
+                      // rope: in place; argmax: ties and NaN rows
   ops::NormKind kind = ops::NormKind::gemma;
-  int H = 2, rotary_dim = 0;         // rope: x [M][H][N], rotary_dim (0 = N)
+  int H = 2, rotary_dim = 0;  // rope: x [M][H][N], rotary_dim (0 = N)
   float theta = 1e4f;
-  int64_t V = 50;                    // embedding: vocabulary
+  int64_t V = 50;  // embedding: vocabulary
 };
 std::unique_ptr<Case> matmul_case(const RowParams& p);
 std::unique_ptr<Case> rms_norm_case(const RowParams& p);

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "hal/error.h"
 #include "check/rng.h"
+#include "hal/error.h"
 
 namespace msa::cases {
 namespace {
@@ -98,8 +98,7 @@ hal::HostTensor synthetic_block_idx(const Batch& batch, int Bs, int Hs, int k, i
             row.push_back(c);
             continue;
           }
-          score[static_cast<size_t>(c)] =
-              walk ? walk->score(static_cast<size_t>(h * nblk + c), w) : rng.uniform();
+          score[static_cast<size_t>(c)] = walk ? walk->score(static_cast<size_t>(h * nblk + c), w) : rng.uniform();
           rest.push_back(c);
         }
         const size_t want = static_cast<size_t>(k - n_forced);
@@ -107,7 +106,8 @@ hal::HostTensor synthetic_block_idx(const Batch& batch, int Bs, int Hs, int k, i
           const double sa = score[static_cast<size_t>(a)], sb = score[static_cast<size_t>(b)];
           return sa > sb || (sa == sb && a < b);
         };
-        if (want < rest.size()) std::nth_element(rest.begin(), rest.begin() + static_cast<int64_t>(want), rest.end(), higher);
+        if (want < rest.size())
+          std::nth_element(rest.begin(), rest.begin() + static_cast<int64_t>(want), rest.end(), higher);
         row.insert(row.end(), rest.begin(), rest.begin() + static_cast<int64_t>(std::min(want, rest.size())));
         std::sort(row.begin(), row.end());
       }

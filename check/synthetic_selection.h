@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "hal/host_tensor.h"
 #include "check/batch.h"
+#include "hal/host_tensor.h"
 
 namespace msa::cases {
 

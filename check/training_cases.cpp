@@ -7,10 +7,10 @@
 #include <memory>
 #include <string_view>
 
-#include "hal/error.h"
-#include "hal/registry.h"
 #include "check/attention_args.h"
 #include "check/attn_common.h"
+#include "hal/error.h"
+#include "hal/registry.h"
 #include "ops/ops.h"
 
 namespace msa::cases {
@@ -67,7 +67,10 @@ double cache_tokens(const Batch& batch, int Bs) {
 class PagedBackwardCase : public Case {
  public:
   PagedBackwardCase(const AttnParams& p, bool sparse, bool timed)
-      : p_(p), batch_(p.q_len, p.kv_len, p.Qb), sparse_(sparse), timed_(timed),
+      : p_(p),
+        batch_(p.q_len, p.kv_len, p.Qb),
+        sparse_(sparse),
+        timed_(timed),
         fwd_(sparse ? sparse_attention_case(p) : dense_attention_case(p)) {}
   hal::OpId op() const override {
     return sparse_ ? hal::OpId::sparse_block_attention_backward : hal::OpId::dense_attention_backward;
@@ -150,7 +153,11 @@ class PatchBackwardCase : public Case {
 class IndexerKlCase : public Case {
  public:
   IndexerKlCase(const AttnParams& p, ops::KlStage stage, bool with_dkl, bool timed)
-      : p_(p), batch_(p.q_len, p.kv_len, p.Qb), stage_(stage), with_dkl_(with_dkl), timed_(timed),
+      : p_(p),
+        batch_(p.q_len, p.kv_len, p.Qb),
+        stage_(stage),
+        with_dkl_(with_dkl),
+        timed_(timed),
         fwd_(sparse() ? sparse_attention_case(p) : dense_attention_case(p)) {}
   hal::OpId op() const override { return hal::OpId::indexer_kl; }
   std::string vars() const override {
@@ -185,8 +192,8 @@ class IndexerKlCase : public Case {
     d.slots.push_back(detail::cache_input("ki_cache", batch_, in.pages, 0, p_.Di, p_.ki_dtype, rng, 1.0, false));
     d.slots.push_back(with_dkl_ ? detail::random_input("dkl", hal::DType::f32, {T, Hs}, rng, 1.0, false)
                                 : Slot::none("dkl"));
-    const hal::DType t = p_.dtype == hal::DType::f32 && p_.ki_dtype == hal::DType::f32 ? hal::DType::f32
-                                                                                       : hal::DType::bf16;
+    const hal::DType t =
+        p_.dtype == hal::DType::f32 && p_.ki_dtype == hal::DType::f32 ? hal::DType::f32 : hal::DType::bf16;
     d.slots.push_back(Slot::output("kl", hal::DType::f32, {T, Hs}, Compare::lse(t)));
     push_gradients(d, t, {{"dqi", "qi"}, {"dki_cache", "ki_cache"}});
     return d;
@@ -235,7 +242,9 @@ std::unique_ptr<Case> patch_attention_3d_backward_case(const VitParams& p, bool 
 std::unique_ptr<Case> sparse_attention_backward_case(const AttnParams& p) {
   return sparse_attention_backward_case(p, false);
 }
-std::unique_ptr<Case> dense_attention_backward_case(const AttnParams& p) { return dense_attention_backward_case(p, false); }
+std::unique_ptr<Case> dense_attention_backward_case(const AttnParams& p) {
+  return dense_attention_backward_case(p, false);
+}
 std::unique_ptr<Case> patch_attention_3d_backward_case(const VitParams& p) {
   return patch_attention_3d_backward_case(p, false);
 }

@@ -6,11 +6,11 @@
 #pragma once
 #include <memory>
 
-#include "ops/args.h"
 #include "check/attention_cases.h"
 #include "check/case.h"
 #include "check/support_cases.h"
 #include "check/synthetic_selection.h"
+#include "ops/args.h"
 
 namespace msa::cases {
 

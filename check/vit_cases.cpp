@@ -93,9 +93,9 @@ class Rope3dCase : public Case {
   explicit Rope3dCase(const VitParams& p) : p_(p), N_(tokens_of(p)) {}
   hal::OpId op() const override { return hal::OpId::rope_3d; }
   std::string vars() const override {
-    return "N=" + std::to_string(N_) + " " + items_str(p_) + " H=" + std::to_string(p_.H) + " D=" +
-           std::to_string(p_.D) + " window=" + std::to_string(p_.window) + " dtype=" + hal::dtype_name(p_.dtype) +
-           (p_.in_place ? " in_place" : "");
+    return "N=" + std::to_string(N_) + " " + items_str(p_) + " H=" + std::to_string(p_.H) +
+           " D=" + std::to_string(p_.D) + " window=" + std::to_string(p_.window) +
+           " dtype=" + hal::dtype_name(p_.dtype) + (p_.in_place ? " in_place" : "");
   }
   double flops() const override { return 3.0 * N_ * p_.H * 6 * (p_.D / 6) * 2; }
   double bytes() const override {

@@ -68,8 +68,7 @@ model::Weights shard_weights(const model::Weights& w, int rank, int world) {
       out.tensors.emplace(name, t);
     } else if (ends_with(name, "self_attn.q_proj.weight") || ends_with(name, "self_attn.k_proj.weight") ||
                ends_with(name, "self_attn.v_proj.weight") || ends_with(name, "mlp.gate_proj.weight") ||
-               ends_with(name, "mlp.up_proj.weight") ||
-               (shard_index && ends_with(name, "indexer.q_proj.weight"))) {
+               ends_with(name, "mlp.up_proj.weight") || (shard_index && ends_with(name, "indexer.q_proj.weight"))) {
       // Column-parallel: this rank's output rows. (indexer.q_proj also ends with
       // "q_proj.weight" but not "self_attn.q_proj.weight".)
       out.tensors.emplace(name, slice_rows(t, rank, world));

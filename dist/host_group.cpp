@@ -126,8 +126,9 @@ std::vector<std::unique_ptr<Communicator>> make_host_communicators(const std::ve
   auto g = std::make_shared<HostGroup>(world);
   std::vector<std::unique_ptr<Communicator>> out;
   for (int r = 0; r < world; ++r) {
-    MSA_CHECK_ARG(devices[r]->host_accessible(), "dist", "backend",
-                  "device '" + devices[r]->name() + "' is not host-accessible; CPU backends use the host group, CUDA uses NCCL");
+    MSA_CHECK_ARG(
+        devices[r]->host_accessible(), "dist", "backend",
+        "device '" + devices[r]->name() + "' is not host-accessible; CPU backends use the host group, CUDA uses NCCL");
     out.push_back(std::make_unique<HostCommunicator>(g, r, *devices[r]));
   }
   return out;

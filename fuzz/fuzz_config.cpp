@@ -17,8 +17,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = [] {
     const char* dir = std::getenv("TMPDIR");
-    return std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/msa_fuzz_config_" +
-           std::to_string(getpid()) + ".json";
+    return std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/msa_fuzz_config_" + std::to_string(getpid()) +
+           ".json";
   }();
   {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);

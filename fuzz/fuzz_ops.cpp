@@ -14,8 +14,8 @@
 #include <cstring>
 #include <limits>
 #include <map>
-#include <string>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fuzz_tensors.h"
@@ -45,9 +45,10 @@ struct Batch {
 };
 
 int32_t odd_int(FuzzedDataProvider& f) {
-  static constexpr int32_t kOdd[] = {-1, 0, 1, 2, 7, 128, -128, std::numeric_limits<int32_t>::max(),
-                                     std::numeric_limits<int32_t>::min(), 1 << 20};
-  return f.ConsumeBool() ? f.ConsumeIntegral<int32_t>() : kOdd[f.ConsumeIntegralInRange<size_t>(0, std::size(kOdd) - 1)];
+  static constexpr int32_t kOdd[] = {
+      -1, 0, 1, 2, 7, 128, -128, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 1 << 20};
+  return f.ConsumeBool() ? f.ConsumeIntegral<int32_t>()
+                         : kOdd[f.ConsumeIntegralInRange<size_t>(0, std::size(kOdd) - 1)];
 }
 
 Batch make_batch(FuzzedDataProvider& f) {
@@ -76,11 +77,21 @@ Batch make_batch(FuzzedDataProvider& f) {
   if (p >= 200) {
     b.valid = false;
     switch (p % 5) {
-      case 0: b.cu_q[f.ConsumeIntegralInRange<size_t>(0, b.cu_q.size() - 1)] = odd_int(f); break;
-      case 1: if (b.B > 0) b.kv_len[f.ConsumeIntegralInRange<size_t>(0, b.kv_len.size() - 1)] = odd_int(f); break;
-      case 2: if (!b.table.empty()) b.table[f.ConsumeIntegralInRange<size_t>(0, b.table.size() - 1)] = odd_int(f); break;
-      case 3: b.max_blocks = std::max<int64_t>(0, b.max_blocks - 1), b.table.resize(b.B * b.max_blocks); break;
-      case 4: b.Bs = f.ConsumeBool() ? 0 : -b.Bs; break;
+      case 0:
+        b.cu_q[f.ConsumeIntegralInRange<size_t>(0, b.cu_q.size() - 1)] = odd_int(f);
+        break;
+      case 1:
+        if (b.B > 0) b.kv_len[f.ConsumeIntegralInRange<size_t>(0, b.kv_len.size() - 1)] = odd_int(f);
+        break;
+      case 2:
+        if (!b.table.empty()) b.table[f.ConsumeIntegralInRange<size_t>(0, b.table.size() - 1)] = odd_int(f);
+        break;
+      case 3:
+        b.max_blocks = std::max<int64_t>(0, b.max_blocks - 1), b.table.resize(b.B * b.max_blocks);
+        break;
+      case 4:
+        b.Bs = f.ConsumeBool() ? 0 : -b.Bs;
+        break;
     }
   }
   try {
@@ -98,7 +109,12 @@ Batch make_batch(FuzzedDataProvider& f) {
 }
 
 float pick_scale(FuzzedDataProvider& f) {
-  static constexpr float kScale[] = {0.0f, 0.0f, 0.0f, 0.5f, -1.0f, 1e-30f,
+  static constexpr float kScale[] = {0.0f,
+                                     0.0f,
+                                     0.0f,
+                                     0.5f,
+                                     -1.0f,
+                                     1e-30f,
                                      std::numeric_limits<float>::infinity(),
                                      std::numeric_limits<float>::quiet_NaN()};
   return kScale[f.ConsumeIntegralInRange<size_t>(0, std::size(kScale) - 1)];
@@ -181,10 +197,16 @@ void fuzz_block_topk(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& 
   const int64_t Hs = f.ConsumeIntegralInRange<int64_t>(1, 3);
   const int64_t NQ = std::max<int64_t>(b.NQ, 0);
   // Scores drawn from a small set so ties, NaN, -inf, +inf and -0 are common.
-  static constexpr float kS[] = {0.0f, -0.0f, 1.0f, 1.0f, 2.0f, -1.0f,
+  static constexpr float kS[] = {0.0f,
+                                 -0.0f,
+                                 1.0f,
+                                 1.0f,
+                                 2.0f,
+                                 -1.0f,
                                  std::numeric_limits<float>::quiet_NaN(),
                                  -std::numeric_limits<float>::infinity(),
-                                 std::numeric_limits<float>::infinity(), 3.5f};
+                                 std::numeric_limits<float>::infinity(),
+                                 3.5f};
   std::vector<float> sc(static_cast<size_t>(TensorMaker::numel_capped({NQ, Hs, b.max_blocks})));
   for (auto& s : sc) s = kS[m.rng()() % std::size(kS)];
   std::vector<uint8_t> sb(sc.size() * 4);
@@ -221,8 +243,10 @@ void fuzz_block_topk(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& 
         const int32_t c = cnt[n * Hs + h];
         check(c >= 0 && c <= a.k);
         for (int64_t j = 0; j < a.k; ++j) {
-          if (j < c) check(row[j] >= 0 && row[j] < nvalid && (j == 0 || row[j] > row[j - 1]));
-          else check(row[j] == -1);
+          if (j < c)
+            check(row[j] >= 0 && row[j] < nvalid && (j == 0 || row[j] > row[j - 1]));
+          else
+            check(row[j] == -1);
         }
         if (nvalid <= a.k) check(c == nvalid);
       }
@@ -248,8 +272,10 @@ Paged make_paged(FuzzedDataProvider& f, TensorMaker& m) {
   p.dt = kAct[f.ConsumeIntegralInRange<size_t>(0, 2)];
   p.q = m.floats(p.dt, {p.b.T, p.Hq, p.D});
   std::vector<int64_t> shape;
-  p.k_cache = m.make(p.dt, {p.b.P, p.Hkv, std::max<int64_t>(p.b.Bs, 0), p.D}, cache_bytes(m, p.dt, p.b, p.Hkv, p.D, shape));
-  p.v_cache = m.make(p.dt, {p.b.P, p.Hkv, std::max<int64_t>(p.b.Bs, 0), p.D}, cache_bytes(m, p.dt, p.b, p.Hkv, p.D, shape));
+  p.k_cache =
+      m.make(p.dt, {p.b.P, p.Hkv, std::max<int64_t>(p.b.Bs, 0), p.D}, cache_bytes(m, p.dt, p.b, p.Hkv, p.D, shape));
+  p.v_cache =
+      m.make(p.dt, {p.b.P, p.Hkv, std::max<int64_t>(p.b.Bs, 0), p.D}, cache_bytes(m, p.dt, p.b, p.Hkv, p.D, shape));
   p.block_table = m.ints({p.b.B, p.b.max_blocks}, p.b.table);
   p.kv_len = m.ints({p.b.B}, p.b.kv_len);
   p.cu_q = m.ints({p.b.B + 1}, p.b.cu_q);
@@ -277,7 +303,8 @@ void fuzz_sparse(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& m) {
   const int64_t K = f.ConsumeIntegralInRange<int64_t>(0, 5);
   std::vector<int32_t> idx(static_cast<size_t>(TensorMaker::numel_capped({std::max<int64_t>(p.b.NQ, 0), Hs, K})));
   for (auto& v : idx) v = f.ConsumeIntegralInRange<int32_t>(-2, static_cast<int32_t>(p.b.max_blocks) + 1);
-  if (!idx.empty() && f.ConsumeIntegral<uint8_t>() >= 250) idx[f.ConsumeIntegralInRange<size_t>(0, idx.size() - 1)] = odd_int(f);
+  if (!idx.empty() && f.ConsumeIntegral<uint8_t>() >= 250)
+    idx[f.ConsumeIntegralInRange<size_t>(0, idx.size() - 1)] = odd_int(f);
   a.block_idx = m.ints({std::max<int64_t>(p.b.NQ, 0), Hs, K}, idx);
   a.scale = pick_scale(f);
   msa::ops::sparse_block_attention(dev, a);
@@ -305,7 +332,8 @@ void fuzz_patch(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& m) {
     items.insert(items.end(), {gt, gh, gw});
     N += int64_t{gt} * gh * gw;
   }
-  if (!items.empty() && f.ConsumeIntegral<uint8_t>() >= 220) items[f.ConsumeIntegralInRange<size_t>(0, items.size() - 1)] = odd_int(f);
+  if (!items.empty() && f.ConsumeIntegral<uint8_t>() >= 220)
+    items[f.ConsumeIntegralInRange<size_t>(0, items.size() - 1)] = odd_int(f);
   if (f.ConsumeIntegral<uint8_t>() >= 245) N += f.ConsumeIntegralInRange<int>(-1, 1);
   N = std::max<int64_t>(N, 0);
   const int64_t H = f.ConsumeIntegralInRange<int64_t>(1, 3), D = f.ConsumeIntegralInRange<int64_t>(1, 8);
@@ -343,8 +371,10 @@ void fuzz_kv_append(FuzzedDataProvider& f, msa::hal::Device& dev, TensorMaker& m
     const int64_t Di = nvfp4 ? 16 * f.ConsumeIntegralInRange<int64_t>(1, 2) : f.ConsumeIntegralInRange<int64_t>(1, 8);
     a.ki = m.floats(kAct[f.ConsumeIntegralInRange<size_t>(0, 2)], {b.T, Di});
     a.ki_cache = m.zeros(kd, {b.P, Bs, nvfp4 ? Di / 2 : Di});
-    if (nvfp4 && with_ki >= 2) a.ki_scale = m.zeros(DType::fp8_e4m3, {b.P, Bs, Di / 16});  // 1: missing (an error)
-    else if (with_ki == 3) a.ki_scale = m.zeros(DType::f32, {b.P, Bs});
+    if (nvfp4 && with_ki >= 2)
+      a.ki_scale = m.zeros(DType::fp8_e4m3, {b.P, Bs, Di / 16});  // 1: missing (an error)
+    else if (with_ki == 3)
+      a.ki_scale = m.zeros(DType::f32, {b.P, Bs});
   }
   msa::ops::kv_append(dev, a);
   if (m.damaged() || !b.valid) return;
@@ -384,9 +414,10 @@ struct Stats {
   ~Stats() {
     const char* env = std::getenv("MSA_FUZZ_STATS");
     if (env == nullptr) return;
-    static const char* names[] = {"indexer_score", "block_topk", "sparse_block_attention", "dense_attention",
-                                  "patch_attention_3d", "kv_append"};
-    for (int i = 0; i < 6; ++i) std::fprintf(stderr, "fuzz_ops: %-24s ok %ld  msa::Error %ld\n", names[i], ok[i], rejected[i]);
+    static const char* names[] = {"indexer_score",   "block_topk",         "sparse_block_attention",
+                                  "dense_attention", "patch_attention_3d", "kv_append"};
+    for (int i = 0; i < 6; ++i)
+      std::fprintf(stderr, "fuzz_ops: %-24s ok %ld  msa::Error %ld\n", names[i], ok[i], rejected[i]);
     if (std::string(env) == "2")
       for (const auto& [m, n] : errors) std::fprintf(stderr, "fuzz_ops:   %6ld  %s\n", n, m.c_str());
   }
@@ -402,12 +433,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   TensorMaker m(f, *dev, f.ConsumeIntegral<uint32_t>());
   try {
     switch (op) {
-      case 0: fuzz_indexer_score(f, *dev, m); break;
-      case 1: fuzz_block_topk(f, *dev, m); break;
-      case 2: fuzz_sparse(f, *dev, m); break;
-      case 3: fuzz_dense(f, *dev, m); break;
-      case 4: fuzz_patch(f, *dev, m); break;
-      case 5: fuzz_kv_append(f, *dev, m); break;
+      case 0:
+        fuzz_indexer_score(f, *dev, m);
+        break;
+      case 1:
+        fuzz_block_topk(f, *dev, m);
+        break;
+      case 2:
+        fuzz_sparse(f, *dev, m);
+        break;
+      case 3:
+        fuzz_dense(f, *dev, m);
+        break;
+      case 4:
+        fuzz_patch(f, *dev, m);
+        break;
+      case 5:
+        fuzz_kv_append(f, *dev, m);
+        break;
     }
     ++g_stats.ok[op];
   } catch (const msa::Error& e) {

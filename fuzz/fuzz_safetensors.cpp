@@ -18,8 +18,8 @@ namespace {
 
 std::string temp_path(const char* tag) {
   const char* dir = std::getenv("TMPDIR");
-  return std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/msa_fuzz_st_" +
-         std::to_string(getpid()) + "_" + tag + ".safetensors";
+  return std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/msa_fuzz_st_" + std::to_string(getpid()) + "_" +
+         tag + ".safetensors";
 }
 
 void write_file(const std::string& path, const uint8_t* data, size_t size) {
@@ -55,8 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (meta2 != meta || again.size() != tensors.size()) std::abort();
   for (const auto& [name, t] : tensors) {
     const auto it = again.find(name);
-    if (it == again.end() || it->second.dtype != t.dtype || it->second.shape != t.shape ||
-        it->second.bytes != t.bytes)
+    if (it == again.end() || it->second.dtype != t.dtype || it->second.shape != t.shape || it->second.bytes != t.bytes)
       std::abort();
   }
   return 0;

@@ -27,8 +27,7 @@ inline constexpr int64_t kMaxElems = 1 << 14;
 
 class TensorMaker {
  public:
-  TensorMaker(FuzzedDataProvider& fdp, msa::hal::Device& dev, uint32_t seed)
-      : fdp_(fdp), dev_(dev), rng_(seed) {}
+  TensorMaker(FuzzedDataProvider& fdp, msa::hal::Device& dev, uint32_t seed) : fdp_(fdp), dev_(dev), rng_(seed) {}
 
   std::mt19937& rng() { return rng_; }
   // True once any tensor was damaged: the op may then only fail or succeed, results are
@@ -54,8 +53,10 @@ class TensorMaker {
         }
         break;
       case 2:  // rank one lower or higher
-        if (!real_shape.empty() && fdp_.ConsumeBool()) real_shape.pop_back();
-        else if (real_shape.size() < msa::hal::kMaxRank) real_shape.push_back(1);
+        if (!real_shape.empty() && fdp_.ConsumeBool())
+          real_shape.pop_back();
+        else if (real_shape.size() < msa::hal::kMaxRank)
+          real_shape.push_back(1);
         break;
       case 3:
         return Tensor{};  // absent
@@ -86,7 +87,10 @@ class TensorMaker {
     t.rank = static_cast<int>(real_shape.size());
     for (int i = 0; i < t.rank; ++i) t.shape[i] = real_shape[i];
     if (kind == 8 && t.rank > 0) {  // a dim no real tensor has
-      static constexpr int64_t kOdd[] = {-1, -3, int64_t{1} << 31, int64_t{1} << 40,
+      static constexpr int64_t kOdd[] = {-1,
+                                         -3,
+                                         int64_t{1} << 31,
+                                         int64_t{1} << 40,
                                          std::numeric_limits<int64_t>::max(),
                                          std::numeric_limits<int64_t>::min()};
       t.shape[fdp_.ConsumeIntegralInRange<int>(0, t.rank - 1)] =
@@ -97,9 +101,7 @@ class TensorMaker {
   }
 
   // Float tensor of random values in [-2, 2] rounded to dt.
-  Tensor floats(DType dt, std::vector<int64_t> shape) {
-    return make(dt, shape, random_bytes(dt, numel_capped(shape)));
-  }
+  Tensor floats(DType dt, std::vector<int64_t> shape) { return make(dt, shape, random_bytes(dt, numel_capped(shape))); }
   Tensor zeros(DType dt, std::vector<int64_t> shape) {
     return make(dt, shape, std::vector<uint8_t>(static_cast<size_t>(numel_capped(shape)) * msa::hal::dtype_size(dt)));
   }

@@ -22,8 +22,8 @@ namespace fs = std::filesystem;
 std::string temp_name(const fs::path& target) {
   static std::atomic<unsigned> counter{0};
   static const unsigned salt = std::random_device{}();
-  return "." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-         std::to_string(counter++) + "-" + std::to_string(salt);
+  return "." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) +
+         "-" + std::to_string(salt);
 }
 
 fs::path folder_of(const fs::path& p) { return p.has_parent_path() ? p.parent_path() : fs::path("."); }

@@ -33,8 +33,8 @@ class AtomicFile {
   // Closes and removes the temporary file, then throws the message for `what`.
   [[noreturn]] void fail(const std::string& what);
   std::string path_, label_;  // as given (for messages)
-  std::string target_;  // the file replaced (symlinks resolved)
-  std::string temp_;  // "" when writing directly
+  std::string target_;        // the file replaced (symlinks resolved)
+  std::string temp_;          // "" when writing directly
   int fd_ = -1;
 };
 

@@ -15,11 +15,11 @@ namespace msa::hal {
 
 // What `msa devices` prints about a device.
 struct DeviceInfo {
-  std::string backend;        // "cuda"
-  std::string model;          // "NVIDIA H200"
-  size_t memory_bytes = 0;    // device memory (host RAM for CPU backends)
-  int compute_units = 0;      // SMs, CUs, or CPU threads
-  std::string details;        // free text: ISA, driver, subgroup size, tier...
+  std::string backend;      // "cuda"
+  std::string model;        // "NVIDIA H200"
+  size_t memory_bytes = 0;  // device memory (host RAM for CPU backends)
+  int compute_units = 0;    // SMs, CUs, or CPU threads
+  std::string details;      // free text: ISA, driver, subgroup size, tier...
 };
 
 class Device {

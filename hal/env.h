@@ -32,12 +32,11 @@ inline long long parse_env_int(const char* name, const char* value, long long df
     x = std::strtoll(value, &end, 10);
     const bool digits = end != value && std::isdigit(static_cast<unsigned char>(end[-1]));
     if (!digits || *end != '\0' || errno == ERANGE || std::isspace(static_cast<unsigned char>(value[0])))
-      throw Error(std::string("environment variable ") + name + ": '" + value +
-                  "' is not an integer (or on/off)");
+      throw Error(std::string("environment variable ") + name + ": '" + value + "' is not an integer (or on/off)");
   }
   if (x < lo || x > hi)
-    throw Error(std::string("environment variable ") + name + ": '" + value + "' is outside [" +
-                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    throw Error(std::string("environment variable ") + name + ": '" + value + "' is outside [" + std::to_string(lo) +
+                ", " + std::to_string(hi) + "]");
   return x;
 }
 

@@ -36,13 +36,12 @@ class ArgError : public Error {
 };
 
 // Throws msa::ArgError("<where>: argument '<arg>': <what>").
-[[noreturn]] void throw_arg_error(const std::string& where, const std::string& arg,
-                                  const std::string& what);
+[[noreturn]] void throw_arg_error(const std::string& where, const std::string& arg, const std::string& what);
 
 }  // namespace msa
 
 // Checks a condition on a named argument; `msg` may use operator+ on std::string.
-#define MSA_CHECK_ARG(cond, where, arg, msg)                          \
-  do {                                                                \
-    if (!(cond)) ::msa::throw_arg_error((where), (arg), (msg));       \
+#define MSA_CHECK_ARG(cond, where, arg, msg)                    \
+  do {                                                          \
+    if (!(cond)) ::msa::throw_arg_error((where), (arg), (msg)); \
   } while (0)

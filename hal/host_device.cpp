@@ -65,8 +65,11 @@ void release_host(Device&, void* handle, size_t) { ::operator delete(handle, std
 }  // namespace
 
 HostDevice::HostDevice(std::string name, std::string backend, KernelTable table, int threads)
-    : name_(std::move(name)), backend_(std::move(backend)), table_(std::move(table)),
-      threads_(threads), stream_(std::make_unique<HostStream>()) {}
+    : name_(std::move(name)),
+      backend_(std::move(backend)),
+      table_(std::move(table)),
+      threads_(threads),
+      stream_(std::make_unique<HostStream>()) {}
 
 HostDevice::~HostDevice() = default;
 

@@ -17,8 +17,8 @@ HostTensor::HostTensor(DType t, std::vector<int64_t> dims) : dtype(t), shape(std
   }
   const size_t size = static_cast<size_t>(n) * dtype_size(t), host = host_memory_bytes();
   if (host > 0 && size >= host)
-    throw Error("host tensor " + str() + ": cannot allocate " + std::to_string(size) +
-                " bytes: more than the host's " + std::to_string(host) + " bytes of memory");
+    throw Error("host tensor " + str() + ": cannot allocate " + std::to_string(size) + " bytes: more than the host's " +
+                std::to_string(host) + " bytes of memory");
   try {
     bytes.assign(size, 0);
   } catch (const std::bad_alloc&) {

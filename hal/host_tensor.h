@@ -23,9 +23,13 @@ struct HostTensor {
   int64_t numel() const;
   size_t nbytes() const { return bytes.size(); }
   template <typename T>
-  T* data() { return reinterpret_cast<T*>(bytes.data()); }
+  T* data() {
+    return reinterpret_cast<T*>(bytes.data());
+  }
   template <typename T>
-  const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
+  const T* data() const {
+    return reinterpret_cast<const T*>(bytes.data());
+  }
   // Element i as float (i32 converted) / stores float x (rounded to dtype).
   float get(size_t i) const { return load_as_f32(dtype, bytes.data(), i); }
   void set(size_t i, float x) { store_from_f32(dtype, bytes.data(), i, x); }

@@ -57,8 +57,7 @@ json parse_json_bounded(std::string_view text, const std::string& label) {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start:
         if (depth >= kMaxJsonDepth)
-          throw Error(label + " nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) +
-                      " levels");
+          throw Error(label + " nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) + " levels");
         if (event == json::parse_event_t::object_start) keys.emplace_back();
         break;
       case json::parse_event_t::object_end:

@@ -29,16 +29,12 @@ class KernelTable {
   // Registers `fn` for `op`; Args must be the op's argument struct.
   template <typename Args>
   void set(OpId op, void (*fn)(Stream&, const Args&)) {
-    entries_[static_cast<int>(op)].run = [fn](Stream& s, const void* a) {
-      fn(s, *static_cast<const Args*>(a));
-    };
+    entries_[static_cast<int>(op)].run = [fn](Stream& s, const void* a) { fn(s, *static_cast<const Args*>(a)); };
   }
   // Registers a size predicate for `op` ("" = supported).
   template <typename Args>
   void set_supports(OpId op, std::string (*pred)(const Args&)) {
-    entries_[static_cast<int>(op)].supports = [pred](const void* a) {
-      return pred(*static_cast<const Args*>(a));
-    };
+    entries_[static_cast<int>(op)].supports = [pred](const void* a) { return pred(*static_cast<const Args*>(a)); };
   }
   // Marks `op` unsupported with a reason.
   void set_unsupported(OpId op, std::string reason) {

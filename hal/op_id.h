@@ -5,27 +5,27 @@
 
 namespace msa::hal {
 
-#define MSA_FOR_EACH_OP(X) \
-  X(indexer_score)         \
-  X(block_topk)            \
-  X(sparse_block_attention)\
-  X(dense_attention)       \
-  X(patch_attention_3d)    \
-  X(kv_append)             \
-  X(matmul)                \
-  X(rms_norm)              \
-  X(layer_norm)            \
-  X(rope)                  \
-  X(rope_3d)               \
-  X(swiglu)                \
-  X(gelu)                  \
-  X(add)                   \
-  X(embedding)             \
-  X(scatter_visual)        \
-  X(argmax)                \
+#define MSA_FOR_EACH_OP(X)           \
+  X(indexer_score)                   \
+  X(block_topk)                      \
+  X(sparse_block_attention)          \
+  X(dense_attention)                 \
+  X(patch_attention_3d)              \
+  X(kv_append)                       \
+  X(matmul)                          \
+  X(rms_norm)                        \
+  X(layer_norm)                      \
+  X(rope)                            \
+  X(rope_3d)                         \
+  X(swiglu)                          \
+  X(gelu)                            \
+  X(add)                             \
+  X(embedding)                       \
+  X(scatter_visual)                  \
+  X(argmax)                          \
   X(sparse_block_attention_backward) \
-  X(dense_attention_backward) \
-  X(patch_attention_3d_backward) \
+  X(dense_attention_backward)        \
+  X(patch_attention_3d_backward)     \
   X(indexer_kl)
 
 enum class OpId : int {

@@ -19,7 +19,7 @@ struct BackendStatus {
   // Devices (by index into `devices`) that run on the host CPU through an emulating
   // driver (e.g. Mesa's lavapipe); `auto` passes over them in favour of the CPU backends.
   std::vector<bool> cpu_emulated;
-  std::string unavailable_reason;         // why there are no devices ("" when some)
+  std::string unavailable_reason;  // why there are no devices ("" when some)
 };
 
 // Every backend msa knows, compiled in or not, in `auto` preference order.

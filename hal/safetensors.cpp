@@ -35,11 +35,8 @@ struct DTypeName {
   const char* name;
   DType dtype;
 };
-constexpr DTypeName kDTypes[] = {{"F32", DType::f32},
-                                 {"F16", DType::f16},
-                                 {"BF16", DType::bf16},
-                                 {"I32", DType::i32},
-                                 {"F8_E4M3", DType::fp8_e4m3}};
+constexpr DTypeName kDTypes[] = {
+    {"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16}, {"I32", DType::i32}, {"F8_E4M3", DType::fp8_e4m3}};
 
 const char* safetensors_name(DType t) {
   for (const auto& d : kDTypes)
@@ -69,8 +66,7 @@ struct Entry {
   uint64_t begin, end;
 };
 
-Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& j,
-                  uint64_t data_bytes) {
+Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& j, uint64_t data_bytes) {
   const std::string where = "tensor '" + clip(name) + "': ";
   if (!j.is_object()) fail(path, where + "header entry is not an object");
   Entry e;
@@ -110,12 +106,11 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
       !as_u64((*off)[1], e.end))
     fail(path, where + "'data_offsets' must be two non-negative integers");
   if (e.begin > e.end || e.end > data_bytes)
-    fail(path, where + "data_offsets " + json_excerpt(*off) + " out of range of the " +
-                   std::to_string(data_bytes) + "-byte data section");
+    fail(path, where + "data_offsets " + json_excerpt(*off) + " out of range of the " + std::to_string(data_bytes) +
+                   "-byte data section");
   if (e.end - e.begin != nbytes)
     fail(path, where + "data_offsets " + json_excerpt(*off) + " span " + std::to_string(e.end - e.begin) +
-                   " bytes but dtype " + dname + " shape " + json_excerpt(*sh) + " needs " +
-                   std::to_string(nbytes));
+                   " bytes but dtype " + dname + " shape " + json_excerpt(*sh) + " needs " + std::to_string(nbytes));
   return e;
 }
 
@@ -139,8 +134,8 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path,
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | len_bytes[i];
   if (hlen > file_bytes - 8)
-    fail(path, "header length " + std::to_string(hlen) + " exceeds the file (" +
-                   std::to_string(file_bytes) + " bytes): truncated or not a safetensors file");
+    fail(path, "header length " + std::to_string(hlen) + " exceeds the file (" + std::to_string(file_bytes) +
+                   " bytes): truncated or not a safetensors file");
   if (hlen > kMaxHeaderBytes) fail(path, "header length " + std::to_string(hlen) + " is implausibly large");
 
   std::string header(static_cast<size_t>(hlen), '\0');
@@ -202,13 +197,14 @@ void write_safetensors(const std::string& path, const std::map<std::string, Host
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__") fail(path, "a tensor may not be named '__metadata__'");
     const char* dname = safetensors_name(t.dtype);
-    if (dname == nullptr) fail(path, "tensor '" + name + "': dtype " + dtype_name(t.dtype) + " has no safetensors name");
+    if (dname == nullptr)
+      fail(path, "tensor '" + name + "': dtype " + dtype_name(t.dtype) + " has no safetensors name");
     for (int64_t d : t.shape)
       if (d < 0) fail(path, "tensor '" + name + "': negative dim in " + t.str());
     const uint64_t want = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype);
     if (t.bytes.size() != want)
-      fail(path, "tensor '" + name + "': holds " + std::to_string(t.bytes.size()) + " bytes but " +
-                     t.str() + " needs " + std::to_string(want));
+      fail(path, "tensor '" + name + "': holds " + std::to_string(t.bytes.size()) + " bytes but " + t.str() +
+                     " needs " + std::to_string(want));
     j[name] = {{"dtype", dname}, {"shape", t.shape}, {"data_offsets", {offset, offset + want}}};
     offset += want;
   }

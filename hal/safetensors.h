@@ -14,8 +14,8 @@ namespace msa::hal {
 
 // Reads every tensor of the file at `path`, keyed by name. When `metadata` is given it
 // receives the "__metadata__" map (empty when the file has none).
-std::map<std::string, HostTensor> read_safetensors(
-    const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+std::map<std::string, HostTensor> read_safetensors(const std::string& path,
+                                                   std::map<std::string, std::string>* metadata = nullptr);
 
 // Writes `tensors` (in name order, densely packed, header padded to 8 bytes) and the
 // optional metadata to `path`, replacing the file whole (hal::AtomicFile: a reader or a

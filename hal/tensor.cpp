@@ -29,8 +29,8 @@ Tensor Tensor::reshape(std::initializer_list<int64_t> dims) const {
 
 Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   if (rank < 1 || begin < 0 || end < begin || end > shape[0])
-    throw Error("tensor slice_rows: rows [" + std::to_string(begin) + ", " + std::to_string(end) +
-                ") outside " + str());
+    throw Error("tensor slice_rows: rows [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside " +
+                str());
   Tensor r = *this;
   const int64_t row = rank == 1 ? 1 : numel() / std::max<int64_t>(shape[0], 1);
   r.offset += static_cast<size_t>(begin * row) * dtype_size(dtype);
@@ -51,9 +51,9 @@ bool check_copy(const std::string& who, const Tensor& dst, const Tensor& src) {
   if (n != src.nbytes()) throw Error(who + ": copy: dst " + dst.str() + " and src " + src.str() + " differ in size");
   if (n == 0 || (dst.buffer == src.buffer && dst.offset == src.offset)) return false;
   if (dst.buffer == src.buffer && dst.offset < src.offset + n && src.offset < dst.offset + n)
-    throw Error(who + ": copy: dst " + dst.str() + " and src " + src.str() +
-                " overlap in one buffer (bytes " + std::to_string(dst.offset) + " and " + std::to_string(src.offset) +
-                ", " + std::to_string(n) + " long)");
+    throw Error(who + ": copy: dst " + dst.str() + " and src " + src.str() + " overlap in one buffer (bytes " +
+                std::to_string(dst.offset) + " and " + std::to_string(src.offset) + ", " + std::to_string(n) +
+                " long)");
   return true;
 }
 

@@ -39,15 +39,14 @@ std::string show(double v) {
 // not below FLT_MIN (1e-50 would become 0 or a denormal).
 void check_float_range(double v, const std::string& field, const std::string& text) {
   if (!(std::isfinite(v) && v >= FLT_MIN && v <= FLT_MAX))
-    field_error(field, "must be a finite positive number in float range [" + show(FLT_MIN) + ", " +
-                           show(FLT_MAX) + "], got " + text);
+    field_error(field, "must be a finite positive number in float range [" + show(FLT_MIN) + ", " + show(FLT_MAX) +
+                           "], got " + text);
 }
 
 // Reads an integer field; `fallback` empty = required. Accepts JSON integers and integral
 // floats (4.0) in int32 range; the message shows the value as written (an unsigned value
 // above INT64_MAX is compared as unsigned, never wrapped to a negative one).
-int get_int(const json& j, const std::string& prefix, const char* name,
-            std::optional<int> fallback) {
+int get_int(const json& j, const std::string& prefix, const char* name, std::optional<int> fallback) {
   const std::string field = prefix + name;
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) {
@@ -110,8 +109,7 @@ VisionConfig parse_vision(const json& v) {
   if (!v.is_object()) field_error("vision_config", "must be an object");
   VisionConfig c;
   c.depth = get_int(v, p, "depth", 0);
-  require(c.depth >= 0, p + "depth",
-          "must be >= 0 (0 = no vision encoder), got " + std::to_string(c.depth));
+  require(c.depth >= 0, p + "depth", "must be >= 0 (0 = no vision encoder), got " + std::to_string(c.depth));
   if (c.depth == 0) return c;
   c.hidden_size = get_int(v, p, "hidden_size", std::nullopt);
   c.num_heads = get_int(v, p, "num_heads", std::nullopt);
@@ -151,8 +149,7 @@ Config parse_config(const json& j) {
   }
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false);
   c.num_dense_layers = get_int(j, "", "num_dense_layers", std::min(3, c.num_hidden_layers));
-  c.sparse_num_index_heads =
-      get_int(j, "", "sparse_num_index_heads", c.num_key_value_heads);
+  c.sparse_num_index_heads = get_int(j, "", "sparse_num_index_heads", c.num_key_value_heads);
   c.sparse_index_dim = get_int(j, "", "sparse_index_dim", c.head_dim);
   c.sparse_block_size = get_int(j, "", "sparse_block_size", 128);
   c.sparse_topk_blocks = get_int(j, "", "sparse_topk_blocks", 16);
@@ -174,8 +171,7 @@ Config parse_config(const json& j) {
   } catch (const Error&) {
     field_error("torch_dtype", "unknown dtype " + show(json(dt)));
   }
-  if (j.contains("vision_config") && !j["vision_config"].is_null())
-    c.vision = parse_vision(j["vision_config"]);
+  if (j.contains("vision_config") && !j["vision_config"].is_null()) c.vision = parse_vision(j["vision_config"]);
   validate(c);
   return c;
 }
@@ -257,19 +253,15 @@ void validate(const Config& c) {
   require(c.num_attention_heads % c.num_key_value_heads == 0, "num_key_value_heads",
           "must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + ")");
   require(c.head_dim % 2 == 0, "head_dim", "must be even");
-  require(c.rotary_dim >= 0 && c.rotary_dim <= c.head_dim && c.rotary_dim % 2 == 0,
-          "rotary_dim", "must be even and in [0, head_dim], got " + std::to_string(c.rotary_dim));
+  require(c.rotary_dim >= 0 && c.rotary_dim <= c.head_dim && c.rotary_dim % 2 == 0, "rotary_dim",
+          "must be even and in [0, head_dim], got " + std::to_string(c.rotary_dim));
   check_float_range(c.rms_norm_eps, "rms_norm_eps", show(c.rms_norm_eps));
   check_float_range(c.rope_theta, "rope_theta", show(c.rope_theta));
-  require(c.num_dense_layers >= 0 && c.num_dense_layers <= c.num_hidden_layers,
-          "num_dense_layers", "must be in [0, num_hidden_layers], got " +
-                                  std::to_string(c.num_dense_layers));
-  require(c.torch_dtype == hal::DType::bf16 || c.torch_dtype == hal::DType::f16 ||
-              c.torch_dtype == hal::DType::f32,
+  require(c.num_dense_layers >= 0 && c.num_dense_layers <= c.num_hidden_layers, "num_dense_layers",
+          "must be in [0, num_hidden_layers], got " + std::to_string(c.num_dense_layers));
+  require(c.torch_dtype == hal::DType::bf16 || c.torch_dtype == hal::DType::f16 || c.torch_dtype == hal::DType::f32,
           "torch_dtype", "must be bfloat16, float16 or float32");
-  auto non_negative = [](int v, const char* f) {
-    require(v >= 0, f, "must be >= 0, got " + std::to_string(v));
-  };
+  auto non_negative = [](int v, const char* f) { require(v >= 0, f, "must be >= 0, got " + std::to_string(v)); };
   positive(c.sparse_block_size, "sparse_block_size");
   // Counts are checked even in a model without sparse layers: a negative one is never meant.
   non_negative(c.sparse_local_block, "sparse_local_block");
@@ -286,17 +278,14 @@ void validate(const Config& c) {
     const int qb = c.sparse_query_block;
     require(qb >= 1 && qb <= 128 && (qb & (qb - 1)) == 0, "sparse_query_block",
             "must be 1 or a power of two up to 128, got " + std::to_string(qb));
-    const int64_t need = int64_t{c.sparse_init_block} +  // int64: INT_MAX fields must not overflow
-                     (c.sparse_local_block > 0
-                          ? int64_t{c.sparse_local_block} - 1 + std::max(1, qb / c.sparse_block_size)
-                          : 0);
+    const int64_t need =
+        int64_t{c.sparse_init_block} +  // int64: INT_MAX fields must not overflow
+        (c.sparse_local_block > 0 ? int64_t{c.sparse_local_block} - 1 + std::max(1, qb / c.sparse_block_size) : 0);
     require(c.sparse_topk_blocks >= need, "sparse_topk_blocks",
-            "must be >= sparse_init_block + sparse_local_block forced blocks (" +
-                std::to_string(need) + ")");
+            "must be >= sparse_init_block + sparse_local_block forced blocks (" + std::to_string(need) + ")");
   }
   require(c.image_token_id < c.vocab_size, "image_token_id",
-          "must be < vocab_size (" + std::to_string(c.vocab_size) + "), got " +
-              std::to_string(c.image_token_id));
+          "must be < vocab_size (" + std::to_string(c.vocab_size) + "), got " + std::to_string(c.image_token_id));
   const VisionConfig& v = c.vision;
   require(v.depth >= 0 && v.depth <= kMaxLayers, "vision_config.depth",
           "must be in [0, " + std::to_string(kMaxLayers) + "] (0 = no vision encoder), got " + std::to_string(v.depth));
@@ -310,20 +299,16 @@ void validate(const Config& c) {
     positive(v.patch_size, "vision_config.patch_size");
     positive(v.temporal_patch_size, "vision_config.temporal_patch_size");
     positive(v.spatial_merge_size, "vision_config.spatial_merge_size");
-    require(v.in_channels == 3, "vision_config.in_channels",
-            "must be 3 (RGB), got " + std::to_string(v.in_channels));
+    require(v.in_channels == 3, "vision_config.in_channels", "must be 3 (RGB), got " + std::to_string(v.in_channels));
     positive(v.window, "vision_config.window");
     // patch_dim() and merge_tokens() are int products: int32 fields must not overflow them.
     const int64_t area = int64_t{v.patch_size} * v.patch_size;  // <= 2^62: no int64 overflow
-    require(area <= INT32_MAX / (int64_t{v.in_channels} * v.temporal_patch_size),
-            "vision_config.patch_size",
-            "in_channels * temporal_patch_size * patch_size^2 = " + std::to_string(v.in_channels) +
-                " * " + std::to_string(v.temporal_patch_size) + " * " +
-                std::to_string(v.patch_size) + "^2 values per patch exceeds 2147483647");
-    require(int64_t{v.spatial_merge_size} * v.spatial_merge_size <= INT32_MAX,
-            "vision_config.spatial_merge_size",
-            "spatial_merge_size^2 patches per token exceeds 2147483647, got " +
-                std::to_string(v.spatial_merge_size));
+    require(area <= INT32_MAX / (int64_t{v.in_channels} * v.temporal_patch_size), "vision_config.patch_size",
+            "in_channels * temporal_patch_size * patch_size^2 = " + std::to_string(v.in_channels) + " * " +
+                std::to_string(v.temporal_patch_size) + " * " + std::to_string(v.patch_size) +
+                "^2 values per patch exceeds 2147483647");
+    require(int64_t{v.spatial_merge_size} * v.spatial_merge_size <= INT32_MAX, "vision_config.spatial_merge_size",
+            "spatial_merge_size^2 patches per token exceeds 2147483647, got " + std::to_string(v.spatial_merge_size));
     check_float_range(v.rope_theta, "vision_config.rope_theta", show(v.rope_theta));
     check_float_range(v.layer_norm_eps, "vision_config.layer_norm_eps", show(v.layer_norm_eps));
     require(c.image_token_id >= 0, "image_token_id", "required by a model with vision_config");

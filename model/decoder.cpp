@@ -11,11 +11,11 @@ namespace msa::model {
 struct Decoder::Batch {
   int64_t T = 0, B = 0, NQ = 0, max_blocks = 0;
   Tensor tokens, pos, cu_q, kv_len, block_table;  // on the device
-  std::vector<int32_t> h_pos, h_cu_q, h_kv_len;    // host copies
+  std::vector<int32_t> h_pos, h_cu_q, h_kv_len;   // host copies
 };
 
-Decoder::Decoder(const Config& config, const DeviceWeights& weights, KvCache& cache,
-                 Workspace& ws, OpRunner& run, DecoderOptions options)
+Decoder::Decoder(const Config& config, const DeviceWeights& weights, KvCache& cache, Workspace& ws, OpRunner& run,
+                 DecoderOptions options)
     : c_(config), w_(weights), cache_(cache), ws_(ws), run_(run), opt_(options) {}
 
 namespace {
@@ -23,8 +23,8 @@ namespace {
 std::string layer_prefix(int l) { return "model.layers." + std::to_string(l) + "."; }
 
 // Adds the attended fraction of every (query, selection head) of one MSA layer.
-void add_selection_stats(const hal::HostTensor& idx, const std::vector<int32_t>& pos,
-                         const std::vector<int32_t>& cu_q, int Qb, int Bs, SelectionStats& st) {
+void add_selection_stats(const hal::HostTensor& idx, const std::vector<int32_t>& pos, const std::vector<int32_t>& cu_q,
+                         int Qb, int Bs, SelectionStats& st) {
   const int64_t Hs = idx.shape[1], k = idx.shape[2];
   const int32_t* d = idx.data<int32_t>();
   int64_t qb = -1;
@@ -143,8 +143,7 @@ void Decoder::head(const StepInput& in, const Tensor& x, StepOutput& so) {
   run_.argmax(so.logits, so.ids);
 }
 
-void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& out,
-                        std::vector<Tensor>& selection) {
+void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& out, std::vector<Tensor>& selection) {
   const std::string p = layer_prefix(l) + "self_attn.";
   const hal::DType dt = w_.dtype();
   const int64_t T = b.T, Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim;

@@ -61,8 +61,8 @@ struct StepOutput {
 class Decoder {
  public:
   // Everything given must outlive the decoder and live on one device.
-  Decoder(const Config& config, const DeviceWeights& weights, KvCache& cache, Workspace& ws,
-          OpRunner& run, DecoderOptions options = {});
+  Decoder(const Config& config, const DeviceWeights& weights, KvCache& cache, Workspace& ws, OpRunner& run,
+          DecoderOptions options = {});
   // Appends the new tokens to their sequences in the cache and runs the model over them.
   StepOutput forward(const StepInput& in);
 

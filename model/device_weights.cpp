@@ -4,8 +4,7 @@
 
 namespace msa::model {
 
-DeviceWeights::DeviceWeights(hal::Device& device, const Weights& w, hal::DType dtype)
-    : device_(device), dtype_(dtype) {
+DeviceWeights::DeviceWeights(hal::Device& device, const Weights& w, hal::DType dtype) : device_(device), dtype_(dtype) {
   MSA_CHECK_ARG(hal::is_activation_dtype(dtype), "model", "dtype",
                 std::string("must be f32, f16 or bf16, got ") + hal::dtype_name(dtype));
   for (const auto& [name, host] : w.tensors) {

@@ -52,8 +52,8 @@ Session::Session(Model& model, std::vector<std::vector<int32_t>> prompts, const 
   }
   if (vis_.present()) {
     MSA_CHECK_ARG(vis_.rank == 2 && vis_.dim(0) == placeholders && vis_.dim(1) == c.hidden_size, "session", "vis",
-                  "must be [" + std::to_string(placeholders) + " image placeholders][" +
-                      std::to_string(c.hidden_size) + "], got " + vis_.str());
+                  "must be [" + std::to_string(placeholders) + " image placeholders][" + std::to_string(c.hidden_size) +
+                      "], got " + vis_.str());
   }
   hal::DType ki = opt_.ki_dtype.value_or(model_.dtype() == hal::DType::bf16 ? hal::DType::bf16 : hal::DType::f32);
   cache_ = std::make_unique<KvCache>(model_.device(), c, model_.dtype(), ki, pages, opt_.poison_cache);
@@ -135,9 +135,9 @@ StepResult Session::prefill() {
     done += static_cast<int64_t>(in.tokens.size());
     ++chunk;
     if (opt_.progress)
-      opt_.progress("prefill chunk " + std::to_string(chunk) + ": " + std::to_string(in.tokens.size()) +
-                    " tokens of " + std::to_string(in.seqs.size()) + " sequence(s), " + std::to_string(done) +
-                    "/" + std::to_string(total) + " done");
+      opt_.progress("prefill chunk " + std::to_string(chunk) + ": " + std::to_string(in.tokens.size()) + " tokens of " +
+                    std::to_string(in.seqs.size()) + " sequence(s), " + std::to_string(done) + "/" +
+                    std::to_string(total) + " done");
   }
   return r;
 }

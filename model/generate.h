@@ -28,8 +28,8 @@ class Model {
   // Uploads `w` to `device` in `dtype` (default: the config's torch_dtype). With
   // `profile`, every op is timed (see Profiler). With `comm`, `w` is this rank's shard
   // (dist::shard_weights) and the row-parallel projections are all-reduced.
-  Model(hal::Device& device, const Weights& w, std::optional<hal::DType> dtype = {},
-        bool profile = false, dist::Communicator* comm = nullptr);
+  Model(hal::Device& device, const Weights& w, std::optional<hal::DType> dtype = {}, bool profile = false,
+        dist::Communicator* comm = nullptr);
   const Config& config() const { return config_; }
   hal::Device& device() const { return device_; }
   hal::DType dtype() const { return weights_.dtype(); }
@@ -50,13 +50,13 @@ class Model {
 };
 
 struct SessionOptions {
-  int max_chunk = 8192;          // most prompt tokens per prefill forward (over the batch)
-  int decode_steps = 0;          // decode steps planned (sizes the KV page pool)
-  bool keep_logits = false;      // return the logits of every step
-  bool collect_selection = false;  // return block_idx and the attended fraction
-  bool force_dense = false;      // dense attention in every layer (the baseline)
-  bool poison_cache = false;     // fill the cache with NaN bytes first (testing)
-  std::optional<hal::DType> ki_dtype;  // indexer key dtype (default: bf16, or f32 for f32 models)
+  int max_chunk = 8192;                              // most prompt tokens per prefill forward (over the batch)
+  int decode_steps = 0;                              // decode steps planned (sizes the KV page pool)
+  bool keep_logits = false;                          // return the logits of every step
+  bool collect_selection = false;                    // return block_idx and the attended fraction
+  bool force_dense = false;                          // dense attention in every layer (the baseline)
+  bool poison_cache = false;                         // fill the cache with NaN bytes first (testing)
+  std::optional<hal::DType> ki_dtype;                // indexer key dtype (default: bf16, or f32 for f32 models)
   std::function<void(const std::string&)> progress;  // (optional) one line per chunk
 };
 
@@ -74,8 +74,7 @@ class Session {
   // `prompts`: one non-empty token list per sequence. `vis`: (optional) the vision rows
   // [R][hidden] for the image placeholder tokens of all prompts, in order (R must equal
   // their count). `model` and `vis` must outlive the session.
-  Session(Model& model, std::vector<std::vector<int32_t>> prompts, const hal::Tensor& vis,
-          SessionOptions options);
+  Session(Model& model, std::vector<std::vector<int32_t>> prompts, const hal::Tensor& vis, SessionOptions options);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -106,10 +105,10 @@ hal::Device::Owned encode_video_rows(Model& model, const VisionInput& in, int co
 
 // Greedy generation: prefill, then n - 1 decode steps (n tokens per sequence).
 struct GenerateResult {
-  std::vector<std::vector<int32_t>> tokens;               // [seq][n]
-  std::vector<std::vector<std::vector<float>>> logits;    // [step][seq][vocab] (keep_logits)
+  std::vector<std::vector<int32_t>> tokens;             // [seq][n]
+  std::vector<std::vector<std::vector<float>>> logits;  // [step][seq][vocab] (keep_logits)
   SelectionStats prefill_selection, decode_selection;
-  double prefill_ms = 0.0, decode_ms = 0.0;               // wall time (steady clock)
+  double prefill_ms = 0.0, decode_ms = 0.0;  // wall time (steady clock)
 };
 GenerateResult generate(Session& s, int n);
 

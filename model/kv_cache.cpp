@@ -7,8 +7,8 @@
 
 namespace msa::model {
 
-KvCache::KvCache(hal::Device& device, const Config& c, hal::DType dtype, hal::DType ki_dtype,
-                 int64_t num_pages, bool poison)
+KvCache::KvCache(hal::Device& device, const Config& c, hal::DType dtype, hal::DType ki_dtype, int64_t num_pages,
+                 bool poison)
     : device_(device), block_size_(c.sparse_block_size), num_pages_(num_pages) {
   MSA_CHECK_ARG(num_pages >= 0 && num_pages < INT32_MAX, "kv_cache", "num_pages",
                 "must be in [0, 2^31), got " + std::to_string(num_pages));
@@ -42,9 +42,7 @@ KvCache::KvCache(hal::Device& device, const Config& c, hal::DType dtype, hal::DT
   for (int64_t p = P - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
 }
 
-int64_t KvCache::pages_for(int64_t tokens, int block_size) {
-  return (tokens + block_size - 1) / block_size;
-}
+int64_t KvCache::pages_for(int64_t tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
 
 int KvCache::add_sequence() {
   seqs_.push_back(Seq{});
@@ -53,15 +51,14 @@ int KvCache::add_sequence() {
 }
 
 int64_t KvCache::append(int seq, int64_t n) {
-  MSA_CHECK_ARG(seq >= 0 && seq < static_cast<int>(seqs_.size()) && seqs_[seq].live,
-                "kv_cache", "seq", "no live sequence " + std::to_string(seq));
+  MSA_CHECK_ARG(seq >= 0 && seq < static_cast<int>(seqs_.size()) && seqs_[seq].live, "kv_cache", "seq",
+                "no live sequence " + std::to_string(seq));
   MSA_CHECK_ARG(n >= 0, "kv_cache", "n", "must be >= 0");
   Seq& s = seqs_[seq];
   const int64_t need = pages_for(s.len + n, block_size_) - static_cast<int64_t>(s.pages.size());
   if (need > static_cast<int64_t>(free_.size()))
-    throw Error("kv_cache: out of pages (sequence " + std::to_string(seq) + " needs " +
-                std::to_string(need) + " more, " + std::to_string(free_.size()) + " free of " +
-                std::to_string(num_pages_) + ")");
+    throw Error("kv_cache: out of pages (sequence " + std::to_string(seq) + " needs " + std::to_string(need) +
+                " more, " + std::to_string(free_.size()) + " free of " + std::to_string(num_pages_) + ")");
   for (int64_t i = 0; i < need; ++i) {
     s.pages.push_back(free_.back());
     free_.pop_back();
@@ -71,8 +68,8 @@ int64_t KvCache::append(int seq, int64_t n) {
 }
 
 void KvCache::release(int seq) {
-  MSA_CHECK_ARG(seq >= 0 && seq < static_cast<int>(seqs_.size()) && seqs_[seq].live,
-                "kv_cache", "seq", "no live sequence " + std::to_string(seq));
+  MSA_CHECK_ARG(seq >= 0 && seq < static_cast<int>(seqs_.size()) && seqs_[seq].live, "kv_cache", "seq",
+                "no live sequence " + std::to_string(seq));
   Seq& s = seqs_[seq];
   for (auto it = s.pages.rbegin(); it != s.pages.rend(); ++it) free_.push_back(*it);
   s = Seq{};
@@ -80,9 +77,7 @@ void KvCache::release(int seq) {
 
 int64_t KvCache::length(int seq) const { return seqs_.at(static_cast<size_t>(seq)).len; }
 
-const std::vector<int32_t>& KvCache::pages(int seq) const {
-  return seqs_.at(static_cast<size_t>(seq)).pages;
-}
+const std::vector<int32_t>& KvCache::pages(int seq) const { return seqs_.at(static_cast<size_t>(seq)).pages; }
 
 hal::HostTensor KvCache::block_table(std::span<const int> seqs) const {
   size_t width = 1;

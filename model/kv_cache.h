@@ -28,8 +28,8 @@ class KvCache {
  public:
   // A pool of `num_pages` pages per layer on `device`. With `poison`, every slot starts
   // as NaN bytes (0xFF), so reading a slot never written shows up in the results.
-  KvCache(hal::Device& device, const Config& config, hal::DType dtype, hal::DType ki_dtype,
-          int64_t num_pages, bool poison = false);
+  KvCache(hal::Device& device, const Config& config, hal::DType dtype, hal::DType ki_dtype, int64_t num_pages,
+          bool poison = false);
 
   // Pages needed for `tokens` tokens: ceil(tokens / Bs).
   static int64_t pages_for(int64_t tokens, int block_size);

@@ -84,7 +84,8 @@ void LogitCheck::print(std::ostream& out) const {
   } else {
     out << "check: FAIL (";
     if (failed_steps_ > 0) out << failed_steps_ << " step(s) over tolerance with identical selections";
-    if (failed_steps_ > 0 && sel_rows_ > 0 && static_cast<double>(sel_same_) < min_same_selection * sel_rows_) out << "; ";
+    if (failed_steps_ > 0 && sel_rows_ > 0 && static_cast<double>(sel_same_) < min_same_selection * sel_rows_)
+      out << "; ";
     if (sel_rows_ > 0 && static_cast<double>(sel_same_) < min_same_selection * sel_rows_)
       out << "fewer than " << min_same_selection * 100 << "% identical selections";
     out << ")\n";

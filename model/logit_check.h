@@ -26,7 +26,7 @@ class LogitCheck {
   // One summary line and the verdict line.
   void print(std::ostream& out) const;
 
-  double tol = 0.0, row_tol = 0.0;        // global and per-sequence NMSE limits
+  double tol = 0.0, row_tol = 0.0;  // global and per-sequence NMSE limits
   double min_same_selection = 0.95;
 
  private:

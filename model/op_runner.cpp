@@ -9,12 +9,10 @@ void OpRunner::matmul(const Tensor& x, const Tensor& w, const Tensor& y, const T
 }
 
 void OpRunner::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) {
-  prof_.op("rms_norm",
-           [&] { ops::rms_norm(device_, ops::RmsNormArgs{x, w, eps, ops::NormKind::gemma, y}); });
+  prof_.op("rms_norm", [&] { ops::rms_norm(device_, ops::RmsNormArgs{x, w, eps, ops::NormKind::gemma, y}); });
 }
 
-void OpRunner::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
-                          const Tensor& y) {
+void OpRunner::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& y) {
   prof_.op("layer_norm", [&] { ops::layer_norm(device_, ops::LayerNormArgs{x, w, b, eps, y}); });
 }
 
@@ -47,8 +45,7 @@ void OpRunner::embedding(const Tensor& table, const Tensor& ids, const Tensor& y
   prof_.op("embedding", [&] { ops::embedding(device_, ops::EmbeddingArgs{table, ids, y}); });
 }
 
-void OpRunner::scatter_visual(const Tensor& tokens, const Tensor& vis, int32_t placeholder,
-                              const Tensor& x) {
+void OpRunner::scatter_visual(const Tensor& tokens, const Tensor& vis, int32_t placeholder, const Tensor& x) {
   prof_.op("scatter_visual", [&] {
     ops::scatter_visual(device_, ops::ScatterVisualArgs{tokens, vis, placeholder, x});
   });

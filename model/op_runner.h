@@ -2,10 +2,10 @@
 // function (or one stream transfer) on the device's stream, timed by the profiler under
 // the op's name. Outputs come last; in-place ops (rope, rope_3d, scatter_visual) say so.
 #pragma once
+#include "dist/communicator.h"
 #include "hal/device.h"
 #include "hal/host_tensor.h"
 #include "model/profiler.h"
-#include "dist/communicator.h"
 #include "ops/args.h"
 
 namespace msa::model {

@@ -41,9 +41,8 @@ void Profiler::flush() {
 std::vector<Profiler::Entry> Profiler::entries() const {
   std::vector<Entry> v;
   for (const auto& [key, e] : acc_) v.push_back(e);
-  std::stable_sort(v.begin(), v.end(), [](const Entry& a, const Entry& b) {
-    return a.stage != b.stage ? a.stage < b.stage : a.ms > b.ms;
-  });
+  std::stable_sort(v.begin(), v.end(),
+                   [](const Entry& a, const Entry& b) { return a.stage != b.stage ? a.stage < b.stage : a.ms > b.ms; });
   return v;
 }
 

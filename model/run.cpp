@@ -33,8 +33,9 @@ std::vector<std::vector<int32_t>> make_prompts(const RunOptions& o, const Config
   const int64_t base = o.prompt_ids.empty() ? o.prompt_tokens : static_cast<int64_t>(o.prompt_ids.size());
   MSA_CHECK_ARG(base >= 1 || n_vision >= 1, "run", "prompt_tokens", "the prompt is empty");
   for (int32_t t : o.prompt_ids)
-    MSA_CHECK_ARG(t >= 0 && t < c.vocab_size, "run", "prompt_ids",
-                  "token " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+    MSA_CHECK_ARG(
+        t >= 0 && t < c.vocab_size, "run", "prompt_ids",
+        "token " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
   std::vector<std::vector<int32_t>> prompts;
   for (int b = 0; b < o.batch; ++b) {
     // Different lengths: sequence b is shorter by b / (2 * batch) of the longest.
@@ -54,8 +55,9 @@ void check_run_size(const RunOptions& o, const Config& c, int64_t n_vision, cons
   const int64_t base = o.prompt_ids.empty() ? o.prompt_tokens : static_cast<int64_t>(o.prompt_ids.size());
   MSA_CHECK_ARG(base >= 0, "run", "--prompt-tokens", "must be >= 0, got " + std::to_string(base));
   const int64_t per_seq = base + n_vision + o.gen;
-  MSA_CHECK_ARG(per_seq <= INT32_MAX, "run", "--prompt-tokens",
-                "a sequence of " + std::to_string(per_seq) + " tokens (prompt + video + --gen) is past the int32 positions");
+  MSA_CHECK_ARG(
+      per_seq <= INT32_MAX, "run", "--prompt-tokens",
+      "a sequence of " + std::to_string(per_seq) + " tokens (prompt + video + --gen) is past the int32 positions");
   const double tokens = static_cast<double>(o.batch) * static_cast<double>(per_seq);
   const double per_token = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 4.0 + 4.0;
   const size_t reported = device.info().memory_bytes;
@@ -63,8 +65,8 @@ void check_run_size(const RunOptions& o, const Config& c, int64_t n_vision, cons
   if (memory > 0 && tokens * per_token >= static_cast<double>(memory))
     throw_arg_error("run", "--prompt-tokens",
                     std::to_string(o.batch) + " sequences of " + std::to_string(per_seq) + " tokens need about " +
-                        std::to_string(static_cast<uint64_t>(tokens * per_token)) + " bytes of KV cache, more than the " +
-                        std::to_string(memory) + " bytes of " + device.name());
+                        std::to_string(static_cast<uint64_t>(tokens * per_token)) +
+                        " bytes of KV cache, more than the " + std::to_string(memory) + " bytes of " + device.name());
 }
 
 // Peak resident memory of this process in MB (Linux; 0 elsewhere).
@@ -119,8 +121,7 @@ int run_rank(const RunOptions& o, const Weights& w, const RankRun& rr, std::ostr
   rep.options = &o;
   rep.config = &c;
   rep.device = device->name();
-  if (rr.comm != nullptr)
-    rep.device += " (rank 0 of " + std::to_string(rr.comm->world()) + ", head-parallel)";
+  if (rr.comm != nullptr) rep.device += " (rank 0 of " + std::to_string(rr.comm->world()) + ", head-parallel)";
   rep.dtype = model.dtype();
   rep.weight_bytes = model.weights().bytes();
   rep.n_vision = n_vision;

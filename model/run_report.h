@@ -21,9 +21,9 @@ struct RunReport {
   hal::DType dtype = hal::DType::bf16;
   size_t weight_bytes = 0, kv_bytes = 0, workspace_bytes = 0;
   int64_t kv_pages = 0;
-  int64_t n_vision = 0;               // vision tokens per sequence
-  std::array<int32_t, 3> grid{};      // video grid {t, h, w} in patches
-  std::vector<int64_t> prompt_lens;   // per sequence, vision placeholders included
+  int64_t n_vision = 0;              // vision tokens per sequence
+  std::array<int32_t, 3> grid{};     // video grid {t, h, w} in patches
+  std::vector<int64_t> prompt_lens;  // per sequence, vision placeholders included
   double vision_ms = 0.0, prefill_ms = 0.0, decode_ms = 0.0;
   int decode_steps = 0;
   SelectionStats prefill_sel, decode_sel, last_sel;

@@ -55,7 +55,8 @@ void check_video_size(int64_t frames, int64_t height, int64_t width, const std::
                     static_cast<uint64_t>(frames) <= pixels / static_cast<uint64_t>(height * width),
                 "video", arg,
                 std::to_string(frames) + " frames of " + std::to_string(width) + "x" + std::to_string(height) +
-                    " pixels are more than the " + std::to_string(kMaxVideoBytes >> 20) + " MiB of RGB a video may have");
+                    " pixels are more than the " + std::to_string(kMaxVideoBytes >> 20) +
+                    " MiB of RGB a video may have");
 }
 
 Video synthetic_video(int frames, int height, int width, uint64_t seed) {
@@ -86,14 +87,13 @@ Video load_ppm_frames(const std::vector<std::string>& paths) {
     if (!in) throw Error("frames: cannot open '" + path + "'");
     if (ppm_token(in) != "P6") throw Error("frames: '" + path + "' is not a binary PPM (P6)");
     const int w = ppm_int(in, path, "width"), h = ppm_int(in, path, "height");
-    if (ppm_int(in, path, "maxval") != 255)
-      throw Error("frames: '" + path + "': only maxval 255 is supported");
+    if (ppm_int(in, path, "maxval") != 255) throw Error("frames: '" + path + "': only maxval 255 is supported");
     if (v.frames == 0) {
       v.width = w;
       v.height = h;
     } else if (w != v.width || h != v.height) {
-      throw Error("frames: '" + path + "' is " + std::to_string(w) + "x" + std::to_string(h) +
-                  ", the first frame " + std::to_string(v.width) + "x" + std::to_string(v.height));
+      throw Error("frames: '" + path + "' is " + std::to_string(w) + "x" + std::to_string(h) + ", the first frame " +
+                  std::to_string(v.width) + "x" + std::to_string(v.height));
     }
     check_video_size(v.frames + 1, h, w, "--frames");
     const size_t n = static_cast<size_t>(w) * h * 3;
@@ -119,8 +119,8 @@ VisionInput patchify(const Video& v, const VisionConfig& c) {
   const int unit = P * m;
   if (v.frames < 1 || v.height < unit || v.width < unit)
     throw Error("video: " + std::to_string(v.width) + "x" + std::to_string(v.height) + " with " +
-                std::to_string(v.frames) + " frames is smaller than one " + std::to_string(unit) +
-                "x" + std::to_string(unit) + " merge block");
+                std::to_string(v.frames) + " frames is smaller than one " + std::to_string(unit) + "x" +
+                std::to_string(unit) + " merge block");
   const int gh = v.height / unit * m, gw = v.width / unit * m;
   const int gt = (v.frames + Tp - 1) / Tp;
   const int y0 = (v.height - gh * P) / 2, x0 = (v.width - gw * P) / 2;  // center crop
@@ -147,8 +147,8 @@ VisionInput patchify(const Video& v, const VisionConfig& c) {
                 for (int py = 0; py < P; ++py)
                   for (int px = 0; px < P; ++px) {
                     const size_t src =
-                        ((static_cast<size_t>(f) * v.height + y0 + row * P + py) * v.width + x0 +
-                         col * P + px) * 3 + ch;
+                        ((static_cast<size_t>(f) * v.height + y0 + row * P + py) * v.width + x0 + col * P + px) * 3 +
+                        ch;
                     *p++ = (v.rgb[src] / 255.0f - kMean[ch]) / kStd[ch];
                   }
               }
@@ -156,8 +156,6 @@ VisionInput patchify(const Video& v, const VisionConfig& c) {
   return in;
 }
 
-int64_t vision_token_count(const VisionInput& in, const VisionConfig& c) {
-  return in.num_patches() / c.merge_tokens();
-}
+int64_t vision_token_count(const VisionInput& in, const VisionConfig& c) { return in.num_patches() / c.merge_tokens(); }
 
 }  // namespace msa::model

@@ -32,7 +32,7 @@ void save_ppm_frame(const Video& v, int frame, const std::string& path);
 
 // One video cut into patches.
 struct VisionInput {
-  hal::HostTensor patches;       // [N][patch_dim] f32, CLIP-normalised pixels
+  hal::HostTensor patches;        // [N][patch_dim] f32, CLIP-normalised pixels
   std::array<int32_t, 3> grid{};  // {grid_t, grid_h, grid_w} in patches
   std::vector<int32_t> pos;       // [N][3] rope_3d positions (t within its window, row, col)
   int64_t num_patches() const { return patches.shape.empty() ? 0 : patches.shape[0]; }

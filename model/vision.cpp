@@ -6,8 +6,7 @@
 
 namespace msa::model {
 
-VisionEncoder::VisionEncoder(const Config& config, const DeviceWeights& weights, Workspace& ws,
-                             OpRunner& run)
+VisionEncoder::VisionEncoder(const Config& config, const DeviceWeights& weights, Workspace& ws, OpRunner& run)
     : c_(config), w_(weights), ws_(ws), run_(run) {
   if (!c_.vision.enabled()) throw Error("vision: this model has no vision encoder (vision_config.depth = 0)");
 }
@@ -18,9 +17,9 @@ hal::Device::Owned VisionEncoder::encode(const VisionInput& in) {
   const int64_t N = in.num_patches(), K = v.patch_dim(), C = v.hidden_size;
   const int64_t H = v.num_heads, Dv = v.head_dim(), I = v.intermediate_size;
   const int64_t M = v.merge_tokens(), Nm = N / M;
-  MSA_CHECK_ARG(N > 0 && N % M == 0 && in.patches.shape.size() == 2 && in.patches.shape[1] == K,
-                "vision", "patches", "expected [N][" + std::to_string(K) + "] with N a positive multiple of " +
-                                         std::to_string(M) + ", got " + in.patches.str());
+  MSA_CHECK_ARG(N > 0 && N % M == 0 && in.patches.shape.size() == 2 && in.patches.shape[1] == K, "vision", "patches",
+                "expected [N][" + std::to_string(K) + "] with N a positive multiple of " + std::to_string(M) +
+                    ", got " + in.patches.str());
   // Inputs: pixels in the activation dtype, rope positions, the one visual item.
   hal::HostTensor px(dt, {N, K});
   for (int64_t i = 0; i < N * K; ++i) px.set(static_cast<size_t>(i), in.patches.get(static_cast<size_t>(i)));

@@ -115,13 +115,11 @@ void check_weights(const Config& c, std::map<std::string, hal::HostTensor>& tens
   for (const auto& s : specs) want[s.name] = &s;
   for (const auto& [name, t] : tensors) {
     if (!want.count(name))
-      throw Error("weights: unexpected tensor '" + name + "' " + t.str() +
-                  " (not part of this configuration)");
+      throw Error("weights: unexpected tensor '" + name + "' " + t.str() + " (not part of this configuration)");
   }
   for (const auto& s : specs) {
     auto it = tensors.find(s.name);
-    if (it == tensors.end())
-      throw Error("weights: tensor '" + s.name + "' " + shape_str(s.shape) + " is missing");
+    if (it == tensors.end()) throw Error("weights: tensor '" + s.name + "' " + shape_str(s.shape) + " is missing");
     hal::HostTensor& t = it->second;
     if (t.dtype != hal::DType::bf16 && t.dtype != hal::DType::f16 && t.dtype != hal::DType::f32)
       throw Error("weights: tensor '" + s.name + "' has dtype " + hal::dtype_name(t.dtype) +
@@ -129,13 +127,13 @@ void check_weights(const Config& c, std::map<std::string, hal::HostTensor>& tens
     // Conv3d weight [C][3][Tp][P][P] is the same bytes as the matmul weight [C][3*Tp*P*P].
     if (s.name == kPatchEmbed && t.shape.size() == 5) {
       const VisionConfig& v = c.vision;
-      const std::vector<int64_t> conv = {v.hidden_size, v.in_channels, v.temporal_patch_size,
-                                         v.patch_size, v.patch_size};
+      const std::vector<int64_t> conv = {v.hidden_size, v.in_channels, v.temporal_patch_size, v.patch_size,
+                                         v.patch_size};
       if (t.shape == conv) t.shape = s.shape;
     }
     if (t.shape != s.shape)
-      throw Error("weights: tensor '" + s.name + "' has shape " + shape_str(t.shape) + ", " +
-                  shape_str(s.shape) + " expected");
+      throw Error("weights: tensor '" + s.name + "' has shape " + shape_str(t.shape) + ", " + shape_str(s.shape) +
+                  " expected");
   }
 }
 
@@ -157,8 +155,8 @@ Weights load_weights_once(const std::string& dir) {
     auto part = hal::read_safetensors(f.string());
     for (auto& [name, t] : part) {
       if (w.tensors.count(name))
-        throw Error("weights: tensor '" + name + "' appears in more than one file (again in '" +
-                    f.filename().string() + "')");
+        throw Error("weights: tensor '" + name + "' appears in more than one file (again in '" + f.filename().string() +
+                    "')");
       w.tensors.emplace(name, std::move(t));
     }
   }

@@ -2,8 +2,7 @@
 
 namespace msa::model {
 
-hal::Tensor Workspace::get(const std::string& slot, hal::DType dtype,
-                           std::initializer_list<int64_t> shape) {
+hal::Tensor Workspace::get(const std::string& slot, hal::DType dtype, std::initializer_list<int64_t> shape) {
   hal::Tensor t(nullptr, dtype, shape);
   const size_t need = t.nbytes();
   hal::BufferPtr& b = slots_[slot];

@@ -50,8 +50,8 @@ struct BlockTopkArgs {
   int k = 16;
   int n_sink = 0;
   int n_local = 1;
-  Tensor block_idx;    // out [NQ][Hs][k] i32, ascending, -1 padded
-  Tensor block_cnt;    // out [NQ][Hs] i32
+  Tensor block_idx;  // out [NQ][Hs][k] i32, ascending, -1 padded
+  Tensor block_cnt;  // out [NQ][Hs] i32
 };
 
 struct SparseAttentionArgs {
@@ -73,8 +73,8 @@ struct SparseAttentionArgs {
 struct DenseAttentionArgs {
   Tensor q, k_cache, v_cache, block_table, kv_len, cu_q;  // as SparseAttentionArgs
   float scale = 0.0f;
-  Tensor out;          // out [T][Hq][D]
-  Tensor lse;          // out [T][Hq] f32
+  Tensor out;  // out [T][Hq][D]
+  Tensor lse;  // out [T][Hq] f32
 };
 
 struct PatchAttention3dArgs {
@@ -91,7 +91,7 @@ struct PatchAttention3dArgs {
 
 // Gradient of sparse_block_attention: the forward's inputs and outputs plus dout.
 struct SparseAttentionBackwardArgs {
-  Tensor dout;         // [T][Hq][D], dtype of q
+  Tensor dout;                                            // [T][Hq][D], dtype of q
   Tensor q, k_cache, v_cache, block_table, kv_len, cu_q;  // as SparseAttentionArgs
   int Qb = 1;
   int64_t NQ = 0;
@@ -107,24 +107,24 @@ struct SparseAttentionBackwardArgs {
 
 // Gradient of dense_attention: as SparseAttentionBackwardArgs without the selection.
 struct DenseAttentionBackwardArgs {
-  Tensor dout;         // [T][Hq][D], dtype of q
+  Tensor dout;  // [T][Hq][D], dtype of q
   Tensor q, k_cache, v_cache, block_table, kv_len, cu_q;
   float scale = 0.0f;
-  Tensor out, lse;     // the forward's outputs
-  Tensor dq;           // out [T][Hq][D] f32
-  Tensor dk_cache;     // out [P][Hkv][Bs][D] f32
-  Tensor dv_cache;     // out [P][Hkv][Bs][D] f32
+  Tensor out, lse;  // the forward's outputs
+  Tensor dq;        // out [T][Hq][D] f32
+  Tensor dk_cache;  // out [P][Hkv][Bs][D] f32
+  Tensor dv_cache;  // out [P][Hkv][Bs][D] f32
 };
 
 // Gradient of patch_attention_3d.
 struct PatchAttention3dBackwardArgs {
-  Tensor dout;         // [N][H][D], dtype of q
-  Tensor q, k, v;      // [N][H][D]
-  Tensor items;        // [n][3] i32
+  Tensor dout;     // [N][H][D], dtype of q
+  Tensor q, k, v;  // [N][H][D]
+  Tensor items;    // [n][3] i32
   int window = 4;
   float scale = 0.0f;
-  Tensor out, lse;     // the forward's outputs
-  Tensor dq, dk, dv;   // out [N][H][D] f32
+  Tensor out, lse;    // the forward's outputs
+  Tensor dq, dk, dv;  // out [N][H][D] f32
 };
 
 // Token sets of indexer_kl: the selected blocks (sparse) or every causal token (dense).
@@ -145,14 +145,14 @@ struct IndexerKlArgs {
   Tensor block_idx;    // [NQ][Hs][k] i32, stage sparse only (absent for dense)
   Tensor dkl;          // (optional) [T][Hs] f32, absent = all ones
   KlStage stage = KlStage::sparse;
-  int Qb = 1;          // stage sparse only
-  int64_t NQ = 0;      // stage sparse only
+  int Qb = 1;      // stage sparse only
+  int64_t NQ = 0;  // stage sparse only
   SelectionMode mode = SelectionMode::per_kv_head;
   float scale = 0.0f;    // main branch, 0 = 1/sqrt(D)
   float scale_i = 0.0f;  // indexer, 0 = 1/sqrt(Di)
-  Tensor kl;           // out [T][Hs] f32
-  Tensor dqi;          // out [T][Hi][Di] f32
-  Tensor dki_cache;    // out [P][Bs][Di] f32
+  Tensor kl;             // out [T][Hs] f32
+  Tensor dqi;            // out [T][Hi][Di] f32
+  Tensor dki_cache;      // out [P][Bs][Di] f32
 };
 
 // Writes this step's keys and values into their cache slots: token i of sequence b goes
@@ -203,7 +203,7 @@ struct RopeArgs {
   Tensor pos;
   int rotary_dim = 0;  // 0 = D
   float theta = 1e4f;
-  Tensor y;            // [T][H][D]; may be the same view as x
+  Tensor y;  // [T][H][D]; may be the same view as x
 };
 
 // 3-axis rotary embedding for the ViT (see the contract). x [N][H][D], pos [N][3].
@@ -211,7 +211,7 @@ struct Rope3dArgs {
   Tensor x;
   Tensor pos;
   float theta = 1e4f;
-  Tensor y;            // may be the same view as x
+  Tensor y;  // may be the same view as x
 };
 
 // y = silu(gate) * up, elementwise. gate, up, y [M][N].
@@ -241,10 +241,10 @@ struct EmbeddingArgs {
 // In place: the rows t of x [T][H] with tokens[t] == placeholder are replaced, in order,
 // by the rows of vis [Nv][H]; the number of placeholders must equal Nv.
 struct ScatterVisualArgs {
-  Tensor tokens;       // [T] i32
-  Tensor vis;          // [Nv][H]
+  Tensor tokens;  // [T] i32
+  Tensor vis;     // [Nv][H]
   int32_t placeholder = 0;
-  Tensor x;            // in/out [T][H]
+  Tensor x;  // in/out [T][H]
 };
 
 // idx[m] = argmax over n of x[m][n] (ties: lowest index; NaN is never the max unless the

@@ -22,9 +22,9 @@ AttnDims check_paged_inputs(const Checker& c, const Tensor& q, const Tensor& k_c
   MSA_REQUIRE(c, d.Hkv >= 1, "k_cache", "needs at least one KV head");
   MSA_REQUIRE(c, d.D >= 1, "q", "head dim D must be >= 1");
   MSA_REQUIRE(c, d.Bs >= 1, "k_cache", "block size Bs (dim 2) must be >= 1");
-  MSA_REQUIRE(c, d.Hq % d.Hkv == 0, "q",
-              "Hq = " + std::to_string(d.Hq) + " is not a multiple of Hkv = " + std::to_string(d.Hkv) +
-                  " (Hq % Hkv != 0)");
+  MSA_REQUIRE(
+      c, d.Hq % d.Hkv == 0, "q",
+      "Hq = " + std::to_string(d.Hq) + " is not a multiple of Hkv = " + std::to_string(d.Hkv) + " (Hq % Hkv != 0)");
   c.dim(k_cache, "k_cache", 3, d.D, "D (head dim of q)");
   c.tensor(kv_len, "kv_len", 1, {DType::i32});
   d.B = kv_len.shape[0];
@@ -47,7 +47,8 @@ void check_out_lse(const Checker& c, const Tensor& q, const Tensor& out, const T
 
 void check_f32_like(const Checker& c, const Tensor& t, const char* arg, const Tensor& like, const char* like_arg) {
   c.tensor(t, arg, like.rank, {DType::f32});
-  for (int i = 0; i < like.rank; ++i) c.dim(t, arg, i, like.shape[i], std::string("dim ") + std::to_string(i) + " of " + like_arg);
+  for (int i = 0; i < like.rank; ++i)
+    c.dim(t, arg, i, like.shape[i], std::string("dim ") + std::to_string(i) + " of " + like_arg);
 }
 
 float resolve_scale(const Checker& c, float scale, int64_t dim) {

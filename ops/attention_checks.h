@@ -10,8 +10,7 @@
 
 namespace msa::ops::detail {
 
-inline constexpr std::initializer_list<hal::DType> kActDtypes = {hal::DType::f32, hal::DType::bf16,
-                                                                 hal::DType::f16};
+inline constexpr std::initializer_list<hal::DType> kActDtypes = {hal::DType::f32, hal::DType::bf16, hal::DType::f16};
 
 // Dims of a paged attention call.
 struct AttnDims {

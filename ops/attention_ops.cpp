@@ -14,10 +14,10 @@ namespace msa::ops {
 namespace {
 
 using detail::AttnDims;
-using detail::Checker;
 using detail::check_mode;
 using detail::check_out_lse;
 using detail::check_paged_inputs;
+using detail::Checker;
 using detail::resolve_scale;
 using hal::DType;
 using hal::OpId;
@@ -25,13 +25,17 @@ using hal::OpId;
 constexpr auto kAct = detail::kActDtypes;
 
 // The paged attention inputs plus the forward's out/lse, which alias no input.
-AttnDims check_paged_attention(const Checker& c, const Tensor& q, const Tensor& k_cache,
-                               const Tensor& v_cache, const Tensor& block_table, const Tensor& kv_len,
-                               const Tensor& cu_q, const Tensor& out, const Tensor& lse) {
+AttnDims check_paged_attention(const Checker& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                               const Tensor& block_table, const Tensor& kv_len, const Tensor& cu_q, const Tensor& out,
+                               const Tensor& lse) {
   const AttnDims d = check_paged_inputs(c, q, k_cache, &v_cache, block_table, kv_len, cu_q);
   check_out_lse(c, q, out, lse);
-  for (const auto& [in, name] : {std::pair{&q, "q"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"},
-                                 {&block_table, "block_table"}, {&kv_len, "kv_len"}, {&cu_q, "cu_q"}}) {
+  for (const auto& [in, name] : {std::pair{&q, "q"},
+                                 {&k_cache, "k_cache"},
+                                 {&v_cache, "v_cache"},
+                                 {&block_table, "block_table"},
+                                 {&kv_len, "kv_len"},
+                                 {&cu_q, "cu_q"}}) {
     c.no_alias(out, "out", *in, name);
     c.no_alias(lse, "lse", *in, name);
   }
@@ -55,9 +59,10 @@ void check_indexer_keys(Checker& c, const Tensor& ki_cache, const Tensor& ki_sca
                         const char* pages) {
   if (ki_cache.dtype == DType::fp4_e2m1x2) {
     MSA_REQUIRE(c, Di % hal::kNvfp4Group == 0, "ki_cache",
-              "NVFP4 keys need Di to be a multiple of 16, got Di = " + std::to_string(Di));
+                "NVFP4 keys need Di to be a multiple of 16, got Di = " + std::to_string(Di));
     c.dim(ki_cache, "ki_cache", 2, Di / 2, "Di/2 (two E2M1 keys per byte)");
-    MSA_REQUIRE(c, ki_scale.present(), "ki_scale", "is required with an NVFP4 (fp4_e2m1x2) ki_cache: [P][Bs][Di/16] fp8_e4m3");
+    MSA_REQUIRE(c, ki_scale.present(), "ki_scale",
+                "is required with an NVFP4 (fp4_e2m1x2) ki_cache: [P][Bs][Di/16] fp8_e4m3");
     c.tensor(ki_scale, "ki_scale", 3, {DType::fp8_e4m3});
     c.dim(ki_scale, "ki_scale", 0, P, pages);
     c.dim(ki_scale, "ki_scale", 1, Bs, "Bs");
@@ -67,7 +72,7 @@ void check_indexer_keys(Checker& c, const Tensor& ki_cache, const Tensor& ki_sca
   c.dim(ki_cache, "ki_cache", 2, Di, "Di (indexer head dim)");
   if (ki_scale.present()) {
     MSA_REQUIRE(c, ki_cache.dtype == DType::fp8_e4m3, "ki_scale",
-              "is only allowed with an fp8_e4m3 or NVFP4 (fp4_e2m1x2) ki_cache");
+                "is only allowed with an fp8_e4m3 or NVFP4 (fp4_e2m1x2) ki_cache");
     c.tensor(ki_scale, "ki_scale", 2, {DType::f32});
     c.dim(ki_scale, "ki_scale", 0, P, pages);
     c.dim(ki_scale, "ki_scale", 1, Bs, "Bs");
@@ -103,8 +108,12 @@ IndexerScoreArgs checked_indexer_score(hal::Device& device, const IndexerScoreAr
   c.dim(a.block_score, "block_score", 0, a.NQ, "NQ");
   c.dim(a.block_score, "block_score", 1, Hi, "Hi");
   c.dim(a.block_score, "block_score", 2, max_blocks, "max_blocks");
-  for (const auto& [in, name] : {std::pair{&a.qi, "qi"}, {&a.ki_cache, "ki_cache"}, {&a.ki_scale, "ki_scale"},
-                                 {&a.block_table, "block_table"}, {&a.kv_len, "kv_len"}, {&a.cu_q, "cu_q"}})
+  for (const auto& [in, name] : {std::pair{&a.qi, "qi"},
+                                 {&a.ki_cache, "ki_cache"},
+                                 {&a.ki_scale, "ki_scale"},
+                                 {&a.block_table, "block_table"},
+                                 {&a.kv_len, "kv_len"},
+                                 {&a.cu_q, "cu_q"}})
     c.no_alias(a.block_score, "block_score", *in, name);
   a.scale = resolve_scale(c, a.scale, Di);
   detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, P, static_cast<int>(Bs), a.Qb, a.NQ, T);
@@ -125,9 +134,10 @@ void check_block_topk(hal::Device& device, const BlockTopkArgs& a) {
   MSA_REQUIRE(c, a.n_sink >= 0, "n_sink", "must be >= 0");
   MSA_REQUIRE(c, a.n_local >= 0, "n_local", "must be >= 0");
   const int64_t forced = int64_t{a.n_sink} + (a.n_local > 0 ? int64_t{a.n_local} - 1 + std::max(1, a.Qb / a.Bs) : 0);
-  MSA_REQUIRE(c, a.k >= forced, "k",
-            "k = " + std::to_string(a.k) + " is smaller than the forced blocks n_sink + (n_local - 1 + max(1, Qb/Bs)) = " +
-                std::to_string(forced));
+  MSA_REQUIRE(
+      c, a.k >= forced, "k",
+      "k = " + std::to_string(a.k) +
+          " is smaller than the forced blocks n_sink + (n_local - 1 + max(1, Qb/Bs)) = " + std::to_string(forced));
   c.tensor(a.kv_len, "kv_len", 1, {DType::i32});
   const int64_t B = a.kv_len.shape[0];
   c.tensor(a.cu_q, "cu_q", 1, {DType::i32});
@@ -151,8 +161,8 @@ void check_block_topk(hal::Device& device, const BlockTopkArgs& a) {
     const int64_t max_blocks = a.block_score.shape[2];
     for (int64_t b = 0; b < B; ++b)
       MSA_REQUIRE(c, int64_t{len[b]} <= max_blocks * a.Bs, "kv_len",
-                "kv_len[" + std::to_string(b) + "] = " + std::to_string(len[b]) +
-                    " exceeds max_blocks * Bs of block_score = " + std::to_string(max_blocks * a.Bs));
+                  "kv_len[" + std::to_string(b) + "] = " + std::to_string(len[b]) +
+                      " exceeds max_blocks * Bs of block_score = " + std::to_string(max_blocks * a.Bs));
     std::vector<int32_t> cu(static_cast<size_t>(B + 1));
     device.stream().download(cu.data(), a.cu_q);
     detail::check_batch_on_host(c, a.cu_q, a.kv_len, nullptr, 0, a.Bs, a.Qb, a.NQ, B > 0 ? cu[B] : 0);
@@ -180,24 +190,26 @@ void indexer_topk(hal::Device& device, const IndexerScoreArgs& idx_args, const B
     return a.buffer == b.buffer && a.offset == b.offset && a.dtype == b.dtype && a.shape == b.shape;
   };
   MSA_REQUIRE(c, same_view(topk.block_score, idx.block_score), "block_score",
-            "indexer_topk: block_topk's block_score must be the tensor indexer_score writes");
+              "indexer_topk: block_topk's block_score must be the tensor indexer_score writes");
   MSA_REQUIRE(c, same_view(topk.kv_len, idx.kv_len), "kv_len", "indexer_topk: both ops must be given the same kv_len");
   MSA_REQUIRE(c, same_view(topk.cu_q, idx.cu_q), "cu_q", "indexer_topk: both ops must be given the same cu_q");
   MSA_REQUIRE(c, topk.Qb == idx.Qb, "Qb", "indexer_topk: both ops must be given the same Qb");
   MSA_REQUIRE(c, topk.NQ == idx.NQ, "NQ", "indexer_topk: both ops must be given the same NQ");
   MSA_REQUIRE(c, topk.Bs == idx.ki_cache.shape[1], "Bs",
-            "indexer_topk: Bs = " + std::to_string(topk.Bs) + " differs from ki_cache's block size " +
-                std::to_string(idx.ki_cache.shape[1]));
+              "indexer_topk: Bs = " + std::to_string(topk.Bs) + " differs from ki_cache's block size " +
+                  std::to_string(idx.ki_cache.shape[1]));
   // A fused kernel writes the selection while other blocks still read the indexer's inputs.
-  for (const auto& [in, name] : {std::pair{&idx.qi, "qi"}, {&idx.ki_cache, "ki_cache"}, {&idx.ki_scale, "ki_scale"},
+  for (const auto& [in, name] : {std::pair{&idx.qi, "qi"},
+                                 {&idx.ki_cache, "ki_cache"},
+                                 {&idx.ki_scale, "ki_scale"},
                                  {&idx.block_table, "block_table"}}) {
     if (!in->present()) continue;
     c.no_alias(topk.block_idx, "block_idx", *in, name);
     c.no_alias(topk.block_cnt, "block_cnt", *in, name);
   }
   const auto& fused = device.kernels().indexer_topk();
-  if (fused && detail::supported(device, OpId::indexer_score, &idx) && detail::supported(device, OpId::block_topk, &topk) &&
-      fused(device.stream(), &idx, &topk))
+  if (fused && detail::supported(device, OpId::indexer_score, &idx) &&
+      detail::supported(device, OpId::block_topk, &topk) && fused(device.stream(), &idx, &topk))
     return;
   detail::dispatch(device, OpId::indexer_score, &idx);
   detail::dispatch(device, OpId::block_topk, &topk);
@@ -268,7 +280,7 @@ void kv_append(hal::Device& device, const KvAppendArgs& a) {
   c.tensor(a.block_table, "block_table", 2, {DType::i32});
   c.dim(a.block_table, "block_table", 0, B, "B");
   MSA_REQUIRE(c, a.ki.present() == a.ki_cache.present(), a.ki.present() ? "ki_cache" : "ki",
-            "ki and ki_cache must be given together");
+              "ki and ki_cache must be given together");
   if (a.ki_cache.present()) {
     c.tensor(a.ki_cache, "ki_cache", 3, {DType::bf16, DType::f32, DType::fp8_e4m3, DType::fp4_e2m1x2});
     c.dim(a.ki_cache, "ki_cache", 0, P, "P (pages of k_cache)");
@@ -279,10 +291,11 @@ void kv_append(hal::Device& device, const KvAppendArgs& a) {
   } else if (a.ki_scale.present()) {
     MSA_REQUIRE(c, false, "ki_scale", "is only allowed with a ki_cache");
   }
-  const std::pair<const Tensor*, const char*> ins[] = {{&a.k, "k"}, {&a.v, "v"}, {&a.ki, "ki"},
-                                                       {&a.block_table, "block_table"}, {&a.kv_len, "kv_len"}, {&a.cu_q, "cu_q"}};
-  const std::pair<const Tensor*, const char*> outs[] = {{&a.k_cache, "k_cache"}, {&a.v_cache, "v_cache"},
-                                                        {&a.ki_cache, "ki_cache"}, {&a.ki_scale, "ki_scale"}};
+  const std::pair<const Tensor*, const char*> ins[] = {{&a.k, "k"},           {&a.v, "v"},
+                                                       {&a.ki, "ki"},         {&a.block_table, "block_table"},
+                                                       {&a.kv_len, "kv_len"}, {&a.cu_q, "cu_q"}};
+  const std::pair<const Tensor*, const char*> outs[] = {
+      {&a.k_cache, "k_cache"}, {&a.v_cache, "v_cache"}, {&a.ki_cache, "ki_cache"}, {&a.ki_scale, "ki_scale"}};
   for (const auto& [o, oname] : outs) {
     for (const auto& [i, iname] : ins) c.no_alias(*o, oname, *i, iname);
     for (const auto& [o2, o2name] : outs)

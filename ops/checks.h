@@ -11,9 +11,9 @@
 
 // Checks `cond` with Checker `checker`; the message (the arguments after `arg`) is built
 // only when the check fails, so passing checks cost no string formatting per call.
-#define MSA_REQUIRE(checker, cond, arg, ...)            \
-  do {                                                  \
-    if (!(cond)) (checker).fail((arg), __VA_ARGS__);    \
+#define MSA_REQUIRE(checker, cond, arg, ...)         \
+  do {                                               \
+    if (!(cond)) (checker).fail((arg), __VA_ARGS__); \
   } while (0)
 
 namespace msa::ops::detail {
@@ -31,11 +31,9 @@ class Checker {
   // Present, on this device, inside its buffer, of rank `rank`.
   void tensor(const hal::Tensor& t, const std::string& arg, int rank) const;
   // As tensor(), plus one of the allowed dtypes.
-  void tensor(const hal::Tensor& t, const std::string& arg, int rank,
-              std::initializer_list<hal::DType> dtypes) const;
+  void tensor(const hal::Tensor& t, const std::string& arg, int rank, std::initializer_list<hal::DType> dtypes) const;
   // Dim `i` of `t` equals `expected` (described as `what`, e.g. "T").
-  void dim(const hal::Tensor& t, const std::string& arg, int i, int64_t expected,
-           const std::string& what) const;
+  void dim(const hal::Tensor& t, const std::string& arg, int i, int64_t expected, const std::string& what) const;
   // Every dim equal to `ref`'s and the same dtype.
   void same_shape(const hal::Tensor& t, const std::string& arg, const hal::Tensor& ref,
                   const std::string& ref_arg) const;
@@ -43,8 +41,8 @@ class Checker {
                   const std::string& ref_arg) const;
   // Output `out` shares no bytes with input `in` (unless `allow_identical` and they are
   // the very same view).
-  void no_alias(const hal::Tensor& out, const std::string& out_arg, const hal::Tensor& in,
-                const std::string& in_arg, bool allow_identical = false) const;
+  void no_alias(const hal::Tensor& out, const std::string& out_arg, const hal::Tensor& in, const std::string& in_arg,
+                bool allow_identical = false) const;
   // Finite scalar; `positive` additionally requires > 0.
   void finite(double v, const std::string& arg, bool positive = false) const;
   // Qb is 1 or a power of two up to 128.
@@ -68,7 +66,6 @@ bool supported(hal::Device& device, hal::OpId op, const void* args);
 // (CPU devices): cu_q, kv_len, block_table and NQ (when nq >= 0). Does nothing for
 // device memory (kernels check it there).
 void check_batch_on_host(const Checker& c, const hal::Tensor& cu_q, const hal::Tensor& kv_len,
-                         const hal::Tensor* block_table, int64_t num_pages, int Bs, int Qb,
-                         int64_t nq, int64_t T);
+                         const hal::Tensor* block_table, int64_t num_pages, int Bs, int Qb, int64_t nq, int64_t T);
 
 }  // namespace msa::ops::detail

@@ -15,8 +15,7 @@ namespace msa::ops {
 
 // NQ: the number of query blocks of a varlen batch (see the contract, "Query blocks").
 // cu_q has B+1 entries, kv_len B. Throws msa::Error on inconsistent lengths or bad Qb.
-int64_t count_query_blocks(std::span<const int32_t> cu_q, std::span<const int32_t> kv_len,
-                           int Qb);
+int64_t count_query_blocks(std::span<const int32_t> cu_q, std::span<const int32_t> kv_len, int Qb);
 
 void indexer_score(hal::Device& device, const IndexerScoreArgs& args);
 void block_topk(hal::Device& device, const BlockTopkArgs& args);

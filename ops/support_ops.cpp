@@ -95,7 +95,7 @@ void rope(hal::Device& device, const RopeArgs& args) {
   const int64_t D = a.x.shape[2];
   if (a.rotary_dim == 0) a.rotary_dim = static_cast<int>(D);
   MSA_REQUIRE(c, a.rotary_dim >= 2 && a.rotary_dim % 2 == 0 && a.rotary_dim <= D, "rotary_dim",
-            "must be even, >= 2 and <= D = " + std::to_string(D) + ", got " + std::to_string(a.rotary_dim));
+              "must be even, >= 2 and <= D = " + std::to_string(D) + ", got " + std::to_string(a.rotary_dim));
   c.finite(a.theta, "theta", true);
   elementwise_out(c, a.y, a.x, "x", true);
   c.no_alias(a.y, "y", a.pos, "pos");
@@ -157,8 +157,8 @@ void embedding(hal::Device& device, const EmbeddingArgs& a) {
     if (!ids.empty()) device.stream().download(ids.data(), a.ids);
     for (size_t t = 0; t < ids.size(); ++t)
       MSA_REQUIRE(c, ids[t] >= 0 && ids[t] < a.table.shape[0], "ids",
-                "ids[" + std::to_string(t) + "] = " + std::to_string(ids[t]) + " is outside the vocabulary [0, " +
-                    std::to_string(a.table.shape[0]) + ")");
+                  "ids[" + std::to_string(t) + "] = " + std::to_string(ids[t]) + " is outside the vocabulary [0, " +
+                      std::to_string(a.table.shape[0]) + ")");
   }
   detail::dispatch(device, OpId::embedding, &a);
 }
@@ -179,8 +179,8 @@ void scatter_visual(hal::Device& device, const ScatterVisualArgs& a) {
     int64_t n = 0;
     for (int32_t t : tok) n += t == a.placeholder;
     MSA_REQUIRE(c, n == a.vis.shape[0], "vis",
-              "has " + std::to_string(a.vis.shape[0]) + " rows but tokens hold " + std::to_string(n) +
-                  " placeholders (id " + std::to_string(a.placeholder) + ")");
+                "has " + std::to_string(a.vis.shape[0]) + " rows but tokens hold " + std::to_string(n) +
+                    " placeholders (id " + std::to_string(a.placeholder) + ")");
   }
   detail::dispatch(device, OpId::scatter_visual, &a);
 }

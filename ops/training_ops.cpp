@@ -47,15 +47,23 @@ void sparse_block_attention_backward(hal::Device& device, const SparseAttentionB
   Checker c(device, OpId::sparse_block_attention_backward);
   SparseAttentionBackwardArgs a = args;
   const AttnDims d = detail::check_paged_inputs(c, a.q, a.k_cache, &a.v_cache, a.block_table, a.kv_len, a.cu_q);
-  check_attention_grads(c, a.q, a.k_cache, "k_cache", a.dout, a.out, a.lse, a.dq, a.dk_cache, "dk_cache", a.dv_cache, "dv_cache");
+  check_attention_grads(c, a.q, a.k_cache, "k_cache", a.dout, a.out, a.lse, a.dq, a.dk_cache, "dk_cache", a.dv_cache,
+                        "dv_cache");
   c.query_block_size(a.Qb);
   MSA_REQUIRE(c, a.NQ >= 0, "NQ", "must be >= 0");
   detail::check_mode(c, a.mode);
   detail::check_block_idx(c, a.block_idx, a.NQ, a.mode, d.Hkv);
   check_no_alias(c, {{&a.dq, "dq"}, {&a.dk_cache, "dk_cache"}, {&a.dv_cache, "dv_cache"}},
-                 {{&a.dout, "dout"}, {&a.q, "q"}, {&a.k_cache, "k_cache"}, {&a.v_cache, "v_cache"},
-                  {&a.block_table, "block_table"}, {&a.kv_len, "kv_len"}, {&a.cu_q, "cu_q"},
-                  {&a.block_idx, "block_idx"}, {&a.out, "out"}, {&a.lse, "lse"}});
+                 {{&a.dout, "dout"},
+                  {&a.q, "q"},
+                  {&a.k_cache, "k_cache"},
+                  {&a.v_cache, "v_cache"},
+                  {&a.block_table, "block_table"},
+                  {&a.kv_len, "kv_len"},
+                  {&a.cu_q, "cu_q"},
+                  {&a.block_idx, "block_idx"},
+                  {&a.out, "out"},
+                  {&a.lse, "lse"}});
   a.scale = detail::resolve_scale(c, a.scale, d.D);
   detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, d.P, static_cast<int>(d.Bs), a.Qb, a.NQ, d.T);
   detail::dispatch(device, OpId::sparse_block_attention_backward, &a);
@@ -65,11 +73,18 @@ void dense_attention_backward(hal::Device& device, const DenseAttentionBackwardA
   Checker c(device, OpId::dense_attention_backward);
   DenseAttentionBackwardArgs a = args;
   const AttnDims d = detail::check_paged_inputs(c, a.q, a.k_cache, &a.v_cache, a.block_table, a.kv_len, a.cu_q);
-  check_attention_grads(c, a.q, a.k_cache, "k_cache", a.dout, a.out, a.lse, a.dq, a.dk_cache, "dk_cache", a.dv_cache, "dv_cache");
+  check_attention_grads(c, a.q, a.k_cache, "k_cache", a.dout, a.out, a.lse, a.dq, a.dk_cache, "dk_cache", a.dv_cache,
+                        "dv_cache");
   check_no_alias(c, {{&a.dq, "dq"}, {&a.dk_cache, "dk_cache"}, {&a.dv_cache, "dv_cache"}},
-                 {{&a.dout, "dout"}, {&a.q, "q"}, {&a.k_cache, "k_cache"}, {&a.v_cache, "v_cache"},
-                  {&a.block_table, "block_table"}, {&a.kv_len, "kv_len"}, {&a.cu_q, "cu_q"},
-                  {&a.out, "out"}, {&a.lse, "lse"}});
+                 {{&a.dout, "dout"},
+                  {&a.q, "q"},
+                  {&a.k_cache, "k_cache"},
+                  {&a.v_cache, "v_cache"},
+                  {&a.block_table, "block_table"},
+                  {&a.kv_len, "kv_len"},
+                  {&a.cu_q, "cu_q"},
+                  {&a.out, "out"},
+                  {&a.lse, "lse"}});
   a.scale = detail::resolve_scale(c, a.scale, d.D);
   detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, d.P, static_cast<int>(d.Bs), 1, -1, d.T);
   detail::dispatch(device, OpId::dense_attention_backward, &a);
@@ -83,8 +98,13 @@ void patch_attention_3d_backward(hal::Device& device, const PatchAttention3dBack
   MSA_REQUIRE(c, a.window >= 1, "window", "must be >= 1 temporal patch, got " + std::to_string(a.window));
   check_attention_grads(c, a.q, a.k, "k", a.dout, a.out, a.lse, a.dq, a.dk, "dk", a.dv, "dv");
   check_no_alias(c, {{&a.dq, "dq"}, {&a.dk, "dk"}, {&a.dv, "dv"}},
-                 {{&a.dout, "dout"}, {&a.q, "q"}, {&a.k, "k"}, {&a.v, "v"}, {&a.items, "items"},
-                  {&a.out, "out"}, {&a.lse, "lse"}});
+                 {{&a.dout, "dout"},
+                  {&a.q, "q"},
+                  {&a.k, "k"},
+                  {&a.v, "v"},
+                  {&a.items, "items"},
+                  {&a.out, "out"},
+                  {&a.lse, "lse"}});
   a.scale = detail::resolve_scale(c, a.scale, a.q.shape[2]);
   detail::dispatch(device, OpId::patch_attention_3d_backward, &a);
 }
@@ -131,9 +151,16 @@ void indexer_kl(hal::Device& device, const IndexerKlArgs& args) {
   detail::check_f32_like(c, a.dqi, "dqi", a.qi, "qi");
   detail::check_f32_like(c, a.dki_cache, "dki_cache", a.ki_cache, "ki_cache");
   check_no_alias(c, {{&a.kl, "kl"}, {&a.dqi, "dqi"}, {&a.dki_cache, "dki_cache"}},
-                 {{&a.qi, "qi"}, {&a.ki_cache, "ki_cache"}, {&a.q, "q"}, {&a.k_cache, "k_cache"}, {&a.lse, "lse"},
-                  {&a.block_table, "block_table"}, {&a.kv_len, "kv_len"}, {&a.cu_q, "cu_q"},
-                  {&a.block_idx, "block_idx"}, {&a.dkl, "dkl"}});
+                 {{&a.qi, "qi"},
+                  {&a.ki_cache, "ki_cache"},
+                  {&a.q, "q"},
+                  {&a.k_cache, "k_cache"},
+                  {&a.lse, "lse"},
+                  {&a.block_table, "block_table"},
+                  {&a.kv_len, "kv_len"},
+                  {&a.cu_q, "cu_q"},
+                  {&a.block_idx, "block_idx"},
+                  {&a.dkl, "dkl"}});
   a.scale = detail::resolve_scale(c, a.scale, d.D);
   c.finite(a.scale_i, "scale_i");
   if (a.scale_i == 0.0f) a.scale_i = detail::resolve_scale(c, 0.0f, Di);

@@ -2,9 +2,9 @@
 // cross-check case library on a backend against cpu-ref; exit code 1 on any failing case.
 #include <iostream>
 
+#include "check/check.h"
 #include "hal/error.h"
 #include "hal/registry.h"
-#include "check/check.h"
 #include "tools/commands.h"
 
 namespace msa::cli {

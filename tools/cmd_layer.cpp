@@ -7,12 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/world.h"
 #include "hal/atomic_file.h"
 #include "hal/error.h"
 #include "hal/host_device.h"
 #include "hal/registry.h"
 #include "tools/commands.h"
-#include "dist/world.h"
 #include "tools/layer_bench.h"
 #include "tools/layer_dist.h"
 #include "tools/layer_train.h"
@@ -62,8 +62,16 @@ void write_json(const LayerOptions& o, const LayerConfig& c, const std::string& 
   j["batch"] = o.batch;
   j["context"] = o.context;
   j["q_len"] = o.q_len;
-  j["config"] = {{"Hq", c.Hq}, {"Hkv", c.Hkv}, {"D", c.D}, {"Hi", c.Hi}, {"Di", c.Di}, {"Bs", c.Bs}, {"k", c.k},
-                 {"Qb", c.Qb}, {"dtype", hal::dtype_name(c.dtype)}, {"ki_dtype", hal::dtype_name(c.ki_dtype)}};
+  j["config"] = {{"Hq", c.Hq},
+                 {"Hkv", c.Hkv},
+                 {"D", c.D},
+                 {"Hi", c.Hi},
+                 {"Di", c.Di},
+                 {"Bs", c.Bs},
+                 {"k", c.k},
+                 {"Qb", c.Qb},
+                 {"dtype", hal::dtype_name(c.dtype)},
+                 {"ki_dtype", hal::dtype_name(c.ki_dtype)}};
   j["indexer_ms"] = t.indexer_ms;
   j["topk_ms"] = t.topk_ms;
   j["sparse_ms"] = t.sparse_ms;
@@ -96,8 +104,8 @@ int report_dist(const LayerOptions& o, const LayerProblem& prob) {
   int64_t same = 0;
   const int64_t k = idx.shape[2], rows = idx.shape[0] * idx.shape[1];
   for (int64_t r = 0; r < rows; ++r)
-    same += std::equal(idx.data<int32_t>() + r * k, idx.data<int32_t>() + (r + 1) * k,
-                       d.block_idx.data<int32_t>() + r * k);
+    same +=
+        std::equal(idx.data<int32_t>() + r * k, idx.data<int32_t>() + (r + 1) * k, d.block_idx.data<int32_t>() + r * k);
   const double err = layer_nmse(d.sparse_out, out);
   const bool bitwise = d.sparse_out.bytes == out.bytes;
   std::printf("msa layer on %d ranks of %s (%s-parallel): B=%d context=%lld q_len=%d\n", world, o.backend.c_str(),
@@ -110,11 +118,13 @@ int report_dist(const LayerOptions& o, const LayerProblem& prob) {
   std::printf("%-24s %10.3f\n", "layer step (wall)", d.layer_ms);
   std::printf("single device (%s): %.3f ms; speed-up %.2fx on %d ranks, scaling efficiency %.1f%%\n",
               device->name().c_str(), t1, t1 / d.layer_ms, world, 100.0 * t1 / (world * d.layer_ms));
-  if (mode == Parallel::context) std::printf("blocks fetched between ranks per step: %lld\n", static_cast<long long>(d.fetched_blocks));
+  if (mode == Parallel::context)
+    std::printf("blocks fetched between ranks per step: %lld\n", static_cast<long long>(d.fetched_blocks));
   const double tol = prob.cfg.dtype == hal::DType::f32 ? 1e-10 : 5e-5;
-  std::printf("check vs single device: block_idx identical in %.2f%% of %lld rows; sparse out %s, NMSE %.3g (tol %.1g)\n",
-              rows ? 100.0 * same / rows : 100.0, static_cast<long long>(rows), bitwise ? "bitwise equal" : "differs",
-              err, tol);
+  std::printf(
+      "check vs single device: block_idx identical in %.2f%% of %lld rows; sparse out %s, NMSE %.3g (tol %.1g)\n",
+      rows ? 100.0 * same / rows : 100.0, static_cast<long long>(rows), bitwise ? "bitwise equal" : "differs", err,
+      tol);
   return (same == rows && err <= tol) ? 0 : 1;
 }
 
@@ -183,8 +193,8 @@ int run_layer(const LayerOptions& o) {
                        : "single calls on an idle device: host enqueue cost included");
   std::printf("%-24s %10.3f\n", "indexer_score", t.indexer_ms);
   std::printf("%-24s %10.3f\n", "block_topk", t.topk_ms);
-  std::printf("%-24s %10.3f  (indexer_score + block_topk in one call, fused where the backend can)\n",
-              "indexer_topk", t.fused_ms);
+  std::printf("%-24s %10.3f  (indexer_score + block_topk in one call, fused where the backend can)\n", "indexer_topk",
+              t.fused_ms);
   std::printf("%-24s %10.3f\n", "sparse_block_attention", t.sparse_ms);
   std::printf("%-24s %10.3f  (indexer_topk + sparse_block_attention)\n", "msa layer", sparse);
   std::printf("%-24s %10.3f\n", "dense_attention", t.dense_ms);
@@ -213,7 +223,8 @@ Command add_layer(CLI::App& app) {
   auto* sub = app.add_subcommand("layer", "Time one MSA attention layer against dense attention");
   add_backend_option(sub, o->backend);
   sub->add_option("--batch", o->batch, "Sequences in the batch")->capture_default_str();
-  sub->add_option("--context", o->context, "Context length L per sequence (tokens, new ones included)")->capture_default_str();
+  sub->add_option("--context", o->context, "Context length L per sequence (tokens, new ones included)")
+      ->capture_default_str();
   sub->add_option("--q-len", o->q_len, "New query tokens per sequence (1 = decode)")->capture_default_str();
   sub->add_option("--iters", o->iters, "Timed iterations (median reported)")->capture_default_str();
   sub->add_option("--config", o->config,

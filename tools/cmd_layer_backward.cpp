@@ -6,19 +6,19 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/ceiling.h"
+#include "check/batch.h"
+#include "check/synthetic_selection.h"
 #include "hal/atomic_file.h"
 #include "hal/error.h"
 #include "hal/host_device.h"
 #include "hal/registry.h"
-#include "check/batch.h"
-#include "check/synthetic_selection.h"
 #include "tools/layer_train.h"
 
 namespace msa::cli {
 namespace {
 
-constexpr TrainOp kMsaOps[] = {TrainOp::indexer_score, TrainOp::block_topk, TrainOp::sparse_fwd,
-                               TrainOp::sparse_bwd, TrainOp::indexer_kl};
+constexpr TrainOp kMsaOps[] = {TrainOp::indexer_score, TrainOp::block_topk, TrainOp::sparse_fwd, TrainOp::sparse_bwd,
+                               TrainOp::indexer_kl};
 constexpr TrainOp kDenseOps[] = {TrainOp::dense_fwd, TrainOp::dense_bwd};
 
 struct Row {
@@ -35,8 +35,8 @@ std::vector<Row> make_rows(const std::vector<TrainOpTime>& t, const std::vector<
     Row s{name};
     for (TrainOp op : ops) {
       const auto i = static_cast<size_t>(op);
-      rows.push_back({op == TrainOp::indexer_kl ? "indexer_kl (sparse, dkl=1)" : train_op_name(op), t[i].ms,
-                      flops[i], t[i].calls});
+      rows.push_back({op == TrainOp::indexer_kl ? "indexer_kl (sparse, dkl=1)" : train_op_name(op), t[i].ms, flops[i],
+                      t[i].calls});
       s.ms += t[i].ms;
       s.flops += flops[i];
     }
@@ -61,11 +61,11 @@ void check_device_memory(const LayerConfig& c, int64_t L, int64_t NQ, int Hs, bo
   if (!host_accessible) return;
   const double es = static_cast<double>(hal::dtype_size(c.dtype)), T = static_cast<double>(L);
   const double slots = static_cast<double>((L + c.Bs - 1) / c.Bs * c.Bs), nblk = slots / c.Bs;
-  const double need = T * c.Hq * c.D * (4 * es + 2 * 4.0) + T * c.Hq * 8.0    // q, dout, 2 outs; 2 dq; 2 lse
-                      + slots * c.Hkv * c.D * (2 * es + 4 * 4.0)              // K, V; 2 dK, 2 dV
+  const double need = T * c.Hq * c.D * (4 * es + 2 * 4.0) + T * c.Hq * 8.0        // q, dout, 2 outs; 2 dq; 2 lse
+                      + slots * c.Hkv * c.D * (2 * es + 4 * 4.0)                  // K, V; 2 dK, 2 dV
                       + slots * c.Di * (es + 4.0) + T * c.Hi * c.Di * (es + 4.0)  // ki, dki; qi, dqi
-                      + static_cast<double>(NQ) * c.Hi * nblk * 4.0          // block_score
-                      + static_cast<double>(NQ) * Hs * (2.0 * c.k + 1) * 4.0;  // selections
+                      + static_cast<double>(NQ) * c.Hi * nblk * 4.0               // block_score
+                      + static_cast<double>(NQ) * Hs * (2.0 * c.k + 1) * 4.0;     // selections
   const size_t host = hal::host_memory_bytes();
   if (host > 0 && need >= static_cast<double>(host))
     throw Error("argument '--context': training on " + std::to_string(L) + " tokens needs about " +
@@ -82,8 +82,17 @@ void write_json(const LayerBackwardOptions& o, const LayerConfig& c, const std::
   j["context"] = o.context;
   j["q_len"] = o.context;
   j["selection"] = o.selection;
-  j["config"] = {{"Hq", c.Hq}, {"Hkv", c.Hkv}, {"D", c.D}, {"Hi", c.Hi}, {"Di", c.Di}, {"Bs", c.Bs}, {"k", c.k},
-                 {"n_sink", c.n_sink}, {"n_local", c.n_local}, {"Qb", c.Qb}, {"dtype", hal::dtype_name(c.dtype)},
+  j["config"] = {{"Hq", c.Hq},
+                 {"Hkv", c.Hkv},
+                 {"D", c.D},
+                 {"Hi", c.Hi},
+                 {"Di", c.Di},
+                 {"Bs", c.Bs},
+                 {"k", c.k},
+                 {"n_sink", c.n_sink},
+                 {"n_local", c.n_local},
+                 {"Qb", c.Qb},
+                 {"dtype", hal::dtype_name(c.dtype)},
                  {"ki_dtype", hal::dtype_name(c.ki_dtype)}};
   j["ceiling_tflops"] = ceil.flops_per_s / 1e12;
   j["ceiling_how"] = ceil.how;
@@ -114,8 +123,8 @@ int check_against_reference(LayerTrainRun& run, const LayerProblem& prob, const 
   bool ok = same;
   std::printf("check vs cpu-ref: block_topk %s", same ? "identical" : "DIFFERENT");
   const std::pair<const char*, double> outs[] = {
-      {"out", f32 ? 1e-10 : 5e-5},       {"dq", f32 ? 1e-10 : 1e-4},       {"dk", f32 ? 1e-10 : 1e-4},
-      {"dv", f32 ? 1e-10 : 1e-4},        {"kl", f32_index ? 1e-10 : 1e-4}, {"dqi", f32_index ? 1e-10 : 1e-4},
+      {"out", f32 ? 1e-10 : 5e-5},       {"dq", f32 ? 1e-10 : 1e-4},        {"dk", f32 ? 1e-10 : 1e-4},
+      {"dv", f32 ? 1e-10 : 1e-4},        {"kl", f32_index ? 1e-10 : 1e-4},  {"dqi", f32_index ? 1e-10 : 1e-4},
       {"dki", f32_index ? 1e-10 : 1e-4}, {"dense_out", f32 ? 1e-10 : 5e-5}, {"dense_dq", f32 ? 1e-10 : 1e-4},
       {"dense_dk", f32 ? 1e-10 : 1e-4},  {"dense_dv", f32 ? 1e-10 : 1e-4}};
   for (const auto& [name, tol] : outs) {
@@ -143,13 +152,15 @@ int run_layer_backward(const LayerBackwardOptions& o, const LayerConfig& c) {
   const hal::HostTensor dout = layer_random_tensor(c.dtype, prob.q.shape, 4321);
   const double keys = cases::selection_stats(batch, c.Bs, sel).pairs, causal = cases::dense_pairs(batch);
   const double mean_keys = keys / (static_cast<double>(L) * Hs), overlap = cases::adjacent_overlap(batch, sel);
-  std::printf("msa layer --backward on %s: L=%d (one sequence from empty, q_len = kv_len)  Hq=%d Hkv=%d D=%d Hi=%d "
-              "Di=%d Bs=%d k=%d n_sink=%d n_local=%d Qb=%d %s ki=%s\n",
-              device->name().c_str(), L, c.Hq, c.Hkv, c.D, c.Hi, c.Di, c.Bs, c.k, c.n_sink, c.n_local, c.Qb,
-              hal::dtype_name(c.dtype), hal::dtype_name(c.ki_dtype));
-  std::printf("selection %s (synthetic; block_topk is timed on the indexer's scores but not used): mean keys per "
-              "query and head %.0f of %.0f causal, adjacent-query overlap %.2f\n",
-              o.selection.c_str(), mean_keys, causal / L, overlap);
+  std::printf(
+      "msa layer --backward on %s: L=%d (one sequence from empty, q_len = kv_len)  Hq=%d Hkv=%d D=%d Hi=%d "
+      "Di=%d Bs=%d k=%d n_sink=%d n_local=%d Qb=%d %s ki=%s\n",
+      device->name().c_str(), L, c.Hq, c.Hkv, c.D, c.Hi, c.Di, c.Bs, c.k, c.n_sink, c.n_local, c.Qb,
+      hal::dtype_name(c.dtype), hal::dtype_name(c.ki_dtype));
+  std::printf(
+      "selection %s (synthetic; block_topk is timed on the indexer's scores but not used): mean keys per "
+      "query and head %.0f of %.0f causal, adjacent-query overlap %.2f\n",
+      o.selection.c_str(), mean_keys, causal / L, overlap);
   const bench::Ceiling ceil = bench::measure_ceiling(*device);
   std::printf("ceiling: %.2f TFLOP/s (%s)\n", ceil.flops_per_s / 1e12, ceil.how.c_str());
   LayerTrainRun run(*device, prob, sel, dout);
@@ -160,8 +171,10 @@ int run_layer_backward(const LayerBackwardOptions& o, const LayerConfig& c) {
   for (const Row& r : rows) {
     const double frac = ceil.flops_per_s > 0 ? r.tflops() * 1e12 / ceil.flops_per_s : 0.0;
     std::printf("%-34s %10.3f %10.3f %8.3f %6.3f ", r.op.c_str(), r.ms, r.flops / 1e9, r.tflops(), frac);
-    if (r.calls > 0) std::printf("%5d\n", r.calls);
-    else std::printf("%5s  (sum of the above)\n", "");
+    if (r.calls > 0)
+      std::printf("%5d\n", r.calls);
+    else
+      std::printf("%5s  (sum of the above)\n", "");
   }
   const double msa = find_row(rows, "msa layer fwd+bwd").ms, dense = find_row(rows, "dense layer fwd+bwd").ms;
   const double bwd = find_row(rows, "sparse_block_attention_backward").ms;

@@ -208,7 +208,8 @@ Command add_op(CLI::App& app) {
   sub->add_option("NAME", o->name, "Op name, e.g. sparse_block_attention")->required();
   sub->add_option("--in", o->in, "Input .safetensors (tensors named as the op's arguments)")->required();
   sub->add_option("--out", o->out, "Output .safetensors (tensors named as the op's outputs)")->required();
-  sub->add_option("--param,-p", o->params, "Scalar parameter key=value (Qb, NQ, k, n_sink, n_local, pool, mode, scale, ...)");
+  sub->add_option("--param,-p", o->params,
+                  "Scalar parameter key=value (Qb, NQ, k, n_sink, n_local, pool, mode, scale, ...)");
   return {sub, [o] { return run_op(*o); }};
 }
 

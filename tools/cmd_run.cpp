@@ -52,7 +52,10 @@ Command add_run(CLI::App& app) {
             if (!frames->empty()) {
               std::string cur;
               for (char c : *frames + ",") {
-                if (c != ',') { cur += c; continue; }
+                if (c != ',') {
+                  cur += c;
+                  continue;
+                }
                 if (!cur.empty()) o->frames.push_back(cur);
                 cur.clear();
               }

@@ -2,9 +2,9 @@
 #pragma once
 #include <vector>
 
+#include "check/device_io.h"
 #include "hal/device.h"
 #include "hal/host_tensor.h"
-#include "check/device_io.h"
 
 namespace msa::cli {
 

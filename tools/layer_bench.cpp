@@ -72,31 +72,50 @@ LayerConfig parse_layer_config(const std::vector<std::string>& overrides) {
     if (eq == std::string::npos) throw Error("argument '--config': '" + kv + "' is not field=value");
     const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     if (!seen.insert(k).second) throw Error("argument '--config': '" + k + "' given twice");
-    if (k == "Hq") c.Hq = parse_int_field(k, v);
-    else if (k == "Hkv") c.Hkv = parse_int_field(k, v);
-    else if (k == "D") c.D = parse_int_field(k, v);
-    else if (k == "Hi") c.Hi = parse_int_field(k, v);
-    else if (k == "Di") c.Di = parse_int_field(k, v);
-    else if (k == "Bs") c.Bs = parse_int_field(k, v);
-    else if (k == "k") c.k = parse_int_field(k, v);
-    else if (k == "n_sink") c.n_sink = parse_int_field(k, v);
-    else if (k == "n_local") c.n_local = parse_int_field(k, v);
-    else if (k == "Qb") c.Qb = parse_int_field(k, v);
-    else if (k == "dtype") c.dtype = hal::parse_dtype(v, "--config dtype");
-    else if (k == "ki_dtype") c.ki_dtype = hal::parse_dtype(v, "--config ki_dtype");
+    if (k == "Hq")
+      c.Hq = parse_int_field(k, v);
+    else if (k == "Hkv")
+      c.Hkv = parse_int_field(k, v);
+    else if (k == "D")
+      c.D = parse_int_field(k, v);
+    else if (k == "Hi")
+      c.Hi = parse_int_field(k, v);
+    else if (k == "Di")
+      c.Di = parse_int_field(k, v);
+    else if (k == "Bs")
+      c.Bs = parse_int_field(k, v);
+    else if (k == "k")
+      c.k = parse_int_field(k, v);
+    else if (k == "n_sink")
+      c.n_sink = parse_int_field(k, v);
+    else if (k == "n_local")
+      c.n_local = parse_int_field(k, v);
+    else if (k == "Qb")
+      c.Qb = parse_int_field(k, v);
+    else if (k == "dtype")
+      c.dtype = hal::parse_dtype(v, "--config dtype");
+    else if (k == "ki_dtype")
+      c.ki_dtype = hal::parse_dtype(v, "--config ki_dtype");
     else if (k == "mode") {
-      if (v == "per_kv_head") c.mode = ops::SelectionMode::per_kv_head;
-      else if (v == "shared") c.mode = ops::SelectionMode::shared;
-      else throw Error("argument '--config mode': '" + v + "' is not per_kv_head or shared");
+      if (v == "per_kv_head")
+        c.mode = ops::SelectionMode::per_kv_head;
+      else if (v == "shared")
+        c.mode = ops::SelectionMode::shared;
+      else
+        throw Error("argument '--config mode': '" + v + "' is not per_kv_head or shared");
     } else if (k == "pool") {
-      if (v == "max") c.pool = ops::Pool::max;
-      else if (v == "lse") c.pool = ops::Pool::lse;
-      else throw Error("argument '--config pool': '" + v + "' is not max or lse");
+      if (v == "max")
+        c.pool = ops::Pool::max;
+      else if (v == "lse")
+        c.pool = ops::Pool::lse;
+      else
+        throw Error("argument '--config pool': '" + v + "' is not max or lse");
     } else {
       throw Error("argument '--config': unknown field '" + k + "'");
     }
   }
-  if (c.Hkv < 1 || c.Hq < 1 || c.Hq % c.Hkv != 0) throw Error("argument '--config Hq': must be a positive multiple of Hkv");
+  if (c.Hkv < 1 || c.Hq < 1 || c.Hq % c.Hkv != 0)
+    throw Error("argument '--config Hq': must be a positive multiple of Hkv");
   if (c.Bs < 1 || c.D < 1 || c.Di < 1 || c.k < 1) throw Error("argument '--config': Bs, D, Di and k must be >= 1");
   const int want_hi = c.mode == ops::SelectionMode::shared ? 1 : c.Hkv;
   if (c.Hi != want_hi)
@@ -172,13 +191,44 @@ LayerRun::LayerRun(hal::Device& device, const LayerProblem& p)
   const hal::Tensor bt = m.up(device, p.block_table), kl = m.up(device, p.kv_len), cu = m.up(device, p.cu_q);
   const int64_t T = p.q.shape[0], max_blocks = p.block_table.shape[1];
   const int64_t Hs = c.mode == ops::SelectionMode::shared ? 1 : c.Hkv;
-  m.idx = {m.up(device, p.qi), m.up(device, p.ki_cache), m.up(device, p.ki_scale), bt, kl, cu, c.Qb, p.NQ, c.mode, 0.0f,
-           c.pool, m.make(device, hal::DType::f32, {p.NQ, c.Hi, max_blocks})};
-  m.topk = {m.idx.block_score, kl, cu, c.Qb, p.NQ, c.Bs, c.k, c.n_sink, c.n_local,
-            m.make(device, hal::DType::i32, {p.NQ, Hs, c.k}), m.make(device, hal::DType::i32, {p.NQ, Hs})};
-  m.sparse = {q, kc, vc, bt, kl, cu, c.Qb, p.NQ, c.mode, m.topk.block_idx, 0.0f,
-              m.make(device, c.dtype, {T, c.Hq, c.D}), m.make(device, hal::DType::f32, {T, c.Hq})};
-  m.dense = {q, kc, vc, bt, kl, cu, 0.0f, m.make(device, c.dtype, {T, c.Hq, c.D}), m.make(device, hal::DType::f32, {T, c.Hq})};
+  m.idx = {m.up(device, p.qi),
+           m.up(device, p.ki_cache),
+           m.up(device, p.ki_scale),
+           bt,
+           kl,
+           cu,
+           c.Qb,
+           p.NQ,
+           c.mode,
+           0.0f,
+           c.pool,
+           m.make(device, hal::DType::f32, {p.NQ, c.Hi, max_blocks})};
+  m.topk = {m.idx.block_score,
+            kl,
+            cu,
+            c.Qb,
+            p.NQ,
+            c.Bs,
+            c.k,
+            c.n_sink,
+            c.n_local,
+            m.make(device, hal::DType::i32, {p.NQ, Hs, c.k}),
+            m.make(device, hal::DType::i32, {p.NQ, Hs})};
+  m.sparse = {q,
+              kc,
+              vc,
+              bt,
+              kl,
+              cu,
+              c.Qb,
+              p.NQ,
+              c.mode,
+              m.topk.block_idx,
+              0.0f,
+              m.make(device, c.dtype, {T, c.Hq, c.D}),
+              m.make(device, hal::DType::f32, {T, c.Hq})};
+  m.dense = {
+      q, kc, vc, bt, kl, cu, 0.0f, m.make(device, c.dtype, {T, c.Hq, c.D}), m.make(device, hal::DType::f32, {T, c.Hq})};
 }
 
 LayerRun::~LayerRun() = default;

@@ -29,7 +29,6 @@ hal::Device::Owned alloc_pages(hal::Device& dev, const hal::HostTensor& t, int64
   return s.size() == 2 ? dev.alloc_tensor(t.dtype, {s[0], s[1]}) : dev.alloc_tensor(t.dtype, {s[0], s[1], s[2]});
 }
 
-
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -251,12 +250,42 @@ class ContextRank {
         bti.data<int32_t>()[i * nb_r_ + j] = static_cast<int32_t>(o * P + seqs_[i] * M_ + (j - lo_[o]));
       }
     const int64_t Hs = Hs_;
-    idx_ = {qi_, ki_all_.tensor, ki_scale_all_.tensor, up(bti), kl_, cu_, c.Qb, NQ_, c.mode, 0.0f, c.pool,
+    idx_ = {qi_,
+            ki_all_.tensor,
+            ki_scale_all_.tensor,
+            up(bti),
+            kl_,
+            cu_,
+            c.Qb,
+            NQ_,
+            c.mode,
+            0.0f,
+            c.pool,
             keep(dev_.alloc_tensor(hal::DType::f32, {NQ_, c.Hi, nb_r_}))};
-    topk_ = {idx_.block_score, kl_, cu_, c.Qb, NQ_, c.Bs, c.k, c.n_sink, c.n_local,
-             keep(dev_.alloc_tensor(hal::DType::i32, {NQ_, Hs, c.k})), keep(dev_.alloc_tensor(hal::DType::i32, {NQ_, Hs}))};
-    sparse_ = {q_, {}, {}, {}, kl_, cu_, c.Qb, NQ_, c.mode, topk_.block_idx, 0.0f,
-               keep(dev_.alloc_tensor(c.dtype, {T_, c.Hq, c.D})), keep(dev_.alloc_tensor(hal::DType::f32, {T_, c.Hq}))};
+    topk_ = {idx_.block_score,
+             kl_,
+             cu_,
+             c.Qb,
+             NQ_,
+             c.Bs,
+             c.k,
+             c.n_sink,
+             c.n_local,
+             keep(dev_.alloc_tensor(hal::DType::i32, {NQ_, Hs, c.k})),
+             keep(dev_.alloc_tensor(hal::DType::i32, {NQ_, Hs}))};
+    sparse_ = {q_,
+               {},
+               {},
+               {},
+               kl_,
+               cu_,
+               c.Qb,
+               NQ_,
+               c.mode,
+               topk_.block_idx,
+               0.0f,
+               keep(dev_.alloc_tensor(c.dtype, {T_, c.Hq, c.D})),
+               keep(dev_.alloc_tensor(hal::DType::f32, {T_, c.Hq}))};
   }
 
   // Requests the selected blocks owned elsewhere, serves the peers' requests, and builds
@@ -355,7 +384,8 @@ class ContextRank {
     hal::HostTensor bt(hal::DType::i32, {Br, nb_r_});
     for (int64_t i = 0; i < Br; ++i)
       for (int64_t j = 0; j < nb_r_; ++j)
-        if (j >= lo_[r_] && j < lo_[r_ + 1]) bt.data<int32_t>()[i * nb_r_ + j] = static_cast<int32_t>(seqs_[i] * M_ + j - lo_[r_]);
+        if (j >= lo_[r_] && j < lo_[r_ + 1])
+          bt.data<int32_t>()[i * nb_r_ + j] = static_cast<int32_t>(seqs_[i] * M_ + j - lo_[r_]);
     for (int o = 0; o < w_; ++o)
       for (size_t e = 0; e < need[o].size() / 2; ++e) {
         const int32_t b = need[o][2 * e], j = need[o][2 * e + 1];
@@ -384,7 +414,6 @@ class ContextRank {
   ops::BlockTopkArgs topk_;
   ops::SparseAttentionArgs sparse_;
 };
-
 
 // ---------------------------------------------------------------- heads, sharded keys
 // Decode only: rank r owns its heads' query/KV/index heads as in head_shard, and KV blocks
@@ -416,7 +445,8 @@ class ShardedKeyHeadsRank {
     // This rank's key pages and a block table / kv_len relative to its range: a decode
     // query sees every key of the range, so shifting positions changes nothing.
     const int64_t P = p.B * M_;
-    hal::HostTensor ki(p.ki_cache.dtype, with_pages(p.ki_cache, P)), bt(hal::DType::i32, {p.B, M_}), klr(hal::DType::i32, {p.B});
+    hal::HostTensor ki(p.ki_cache.dtype, with_pages(p.ki_cache, P)), bt(hal::DType::i32, {p.B, M_}),
+        klr(hal::DType::i32, {p.B});
     hal::HostTensor ks;
     if (!p.ki_scale.shape.empty()) ks = hal::HostTensor(p.ki_scale.dtype, with_pages(p.ki_scale, P));
     const size_t kip = p.ki_cache.nbytes() / static_cast<size_t>(p.ki_cache.shape[0]);
@@ -427,12 +457,13 @@ class ShardedKeyHeadsRank {
         std::memcpy(ki.bytes.data() + l * kip, p.ki_cache.bytes.data() + g * kip, kip);
         if (!ks.shape.empty()) std::memcpy(ks.bytes.data() + l * ksp, p.ki_scale.bytes.data() + g * ksp, ksp);
       }
-      for (int64_t j = 0; j < M_; ++j) bt.data<int32_t>()[b * M_ + j] = static_cast<int32_t>(b * M_ + std::min(j, std::max<int64_t>(hi - lo - 1, 0)));
+      for (int64_t j = 0; j < M_; ++j)
+        bt.data<int32_t>()[b * M_ + j] = static_cast<int32_t>(b * M_ + std::min(j, std::max<int64_t>(hi - lo - 1, 0)));
       klr.data<int32_t>()[b] = static_cast<int32_t>(std::min<int64_t>(kl[b] - lo * c.Bs, (hi - lo) * c.Bs));
     }
     const int64_t T = p.q.shape[0], Hs = shard_.cfg.Hkv, NQ = p.NQ;
     idx_ = {up(p.qi), up(ki), ks.shape.empty() ? hal::Tensor{} : up(ks), up(bt), up(klr), up(p.cu_q), c.Qb, NQ, c.mode,
-            0.0f, c.pool, make(hal::DType::f32, {NQ, c.Hi, M_})};
+            0.0f,     c.pool, make(hal::DType::f32, {NQ, c.Hi, M_})};
     all_scores_ = make(hal::DType::f32, {w * NQ * c.Hi, M_});
     // Row (q, h, o) of this rank's score matrix is row (o, q, r*Hs + h) of the gathered one.
     hal::HostTensor ids(hal::DType::i32, {NQ * Hs * w});
@@ -442,10 +473,30 @@ class ShardedKeyHeadsRank {
           ids.data<int32_t>()[(q * Hs + h) * w + o] = static_cast<int32_t>((o * NQ + q) * c.Hi + r * Hs + h);
     ids_ = up(ids);
     const hal::Tensor kl_all = up(p.kv_len), cu_all = idx_.cu_q;
-    topk_ = {make(hal::DType::f32, {NQ, Hs, w * M_}), kl_all, cu_all, c.Qb, NQ, c.Bs, c.k, c.n_sink, c.n_local,
-             make(hal::DType::i32, {NQ, Hs, c.k}), make(hal::DType::i32, {NQ, Hs})};
-    sparse_ = {up(shard_.q), up(shard_.k_cache), up(shard_.v_cache), up(p.block_table), kl_all, cu_all, c.Qb, NQ,
-               c.mode, topk_.block_idx, 0.0f, make(c.dtype, {T, shard_.cfg.Hq, c.D}), make(hal::DType::f32, {T, shard_.cfg.Hq})};
+    topk_ = {make(hal::DType::f32, {NQ, Hs, w * M_}),
+             kl_all,
+             cu_all,
+             c.Qb,
+             NQ,
+             c.Bs,
+             c.k,
+             c.n_sink,
+             c.n_local,
+             make(hal::DType::i32, {NQ, Hs, c.k}),
+             make(hal::DType::i32, {NQ, Hs})};
+    sparse_ = {up(shard_.q),
+               up(shard_.k_cache),
+               up(shard_.v_cache),
+               up(p.block_table),
+               kl_all,
+               cu_all,
+               c.Qb,
+               NQ,
+               c.mode,
+               topk_.block_idx,
+               0.0f,
+               make(c.dtype, {T, shard_.cfg.Hq, c.D}),
+               make(hal::DType::f32, {T, shard_.cfg.Hq})};
   }
 
   void step(Times& t) {
@@ -550,8 +601,10 @@ DistLayerResult run_layer_dist(const LayerProblem& prob, const std::string& back
       const hal::HostTensor out = run.download("sparse_out"), idx = run.download("block_idx");
       std::lock_guard<std::mutex> lock(m);
       place_dim1(res.sparse_out, out, r * shard.cfg.Hq);
-      if (idx.shape[1] == Hs) res.block_idx = idx;  // shared selection: every rank has it all
-      else place_dim1(res.block_idx, idx, r * idx.shape[1]);
+      if (idx.shape[1] == Hs)
+        res.block_idx = idx;  // shared selection: every rank has it all
+      else
+        place_dim1(res.block_idx, idx, r * idx.shape[1]);
     });
   } else if (mode == Parallel::heads_sharded_ki) {
     w.run([&](dist::Communicator& comm) {

@@ -29,10 +29,10 @@ Parallel parse_parallel(const std::string& s);
 struct DistLayerResult {
   // Per phase: the median over iterations of the slowest rank.
   double indexer_ms = 0, topk_ms = 0, fetch_ms = 0, sparse_ms = 0;
-  double layer_ms = 0;          // the whole step (wall, slowest rank, median)
-  int64_t fetched_blocks = 0;   // (context) pages copied between ranks per step, all ranks
-  hal::HostTensor block_idx;    // [NQ][Hs][k] in the single-device layout
-  hal::HostTensor sparse_out;   // [T][Hq][D]
+  double layer_ms = 0;         // the whole step (wall, slowest rank, median)
+  int64_t fetched_blocks = 0;  // (context) pages copied between ranks per step, all ranks
+  hal::HostTensor block_idx;   // [NQ][Hs][k] in the single-device layout
+  hal::HostTensor sparse_out;  // [T][Hq][D]
 };
 
 // Runs `prob` on `world` ranks of `backend` (see dist::World): one warm-up step, then

@@ -11,13 +11,20 @@ namespace msa::cli {
 
 const char* train_op_name(TrainOp op) {
   switch (op) {
-    case TrainOp::indexer_score: return "indexer_score";
-    case TrainOp::block_topk: return "block_topk";
-    case TrainOp::sparse_fwd: return "sparse_block_attention";
-    case TrainOp::sparse_bwd: return "sparse_block_attention_backward";
-    case TrainOp::indexer_kl: return "indexer_kl";
-    case TrainOp::dense_fwd: return "dense_attention";
-    case TrainOp::dense_bwd: return "dense_attention_backward";
+    case TrainOp::indexer_score:
+      return "indexer_score";
+    case TrainOp::block_topk:
+      return "block_topk";
+    case TrainOp::sparse_fwd:
+      return "sparse_block_attention";
+    case TrainOp::sparse_bwd:
+      return "sparse_block_attention_backward";
+    case TrainOp::indexer_kl:
+      return "indexer_kl";
+    case TrainOp::dense_fwd:
+      return "dense_attention";
+    case TrainOp::dense_bwd:
+      return "dense_attention_backward";
   }
   return "?";
 }
@@ -44,11 +51,33 @@ LayerTrainRun::LayerTrainRun(hal::Device& device, const LayerProblem& p, const h
   const hal::Tensor qi = m.up(device, p.qi), ki = m.up(device, p.ki_cache), sel = m.up(device, block_idx);
   const int64_t T = p.q.shape[0], max_blocks = p.block_table.shape[1], Hs = block_idx.shape[1];
   const std::vector<int64_t> q_shape = p.q.shape, kv_shape = p.k_cache.shape;
-  m.idx = {qi, ki, m.up(device, p.ki_scale), bt, kl, cu, c.Qb, p.NQ, c.mode, 0.0f, c.pool,
-           m.make(device, f32, {p.NQ, c.Hi, max_blocks})};
-  m.topk = {m.idx.block_score, kl, cu, c.Qb, p.NQ, c.Bs, c.k, c.n_sink, c.n_local,
-            m.make(device, hal::DType::i32, {p.NQ, Hs, c.k}), m.make(device, hal::DType::i32, {p.NQ, Hs})};
-  m.sparse = {q, kc, vc, bt, kl, cu, c.Qb, p.NQ, c.mode, sel, 0.0f, m.make(device, c.dtype, q_shape),
+  m.idx = {qi,   ki,     m.up(device, p.ki_scale),
+           bt,   kl,     cu,
+           c.Qb, p.NQ,   c.mode,
+           0.0f, c.pool, m.make(device, f32, {p.NQ, c.Hi, max_blocks})};
+  m.topk = {m.idx.block_score,
+            kl,
+            cu,
+            c.Qb,
+            p.NQ,
+            c.Bs,
+            c.k,
+            c.n_sink,
+            c.n_local,
+            m.make(device, hal::DType::i32, {p.NQ, Hs, c.k}),
+            m.make(device, hal::DType::i32, {p.NQ, Hs})};
+  m.sparse = {q,
+              kc,
+              vc,
+              bt,
+              kl,
+              cu,
+              c.Qb,
+              p.NQ,
+              c.mode,
+              sel,
+              0.0f,
+              m.make(device, c.dtype, q_shape),
               m.make(device, f32, {T, c.Hq})};
   auto& sb = m.sparse_bwd;
   sb.dout = m.up(device, dout);
@@ -79,13 +108,27 @@ size_t LayerTrainRun::device_bytes() const { return impl_->bytes; }
 void LayerTrainRun::run(TrainOp op) {
   auto& m = *impl_;
   switch (op) {
-    case TrainOp::indexer_score: ops::indexer_score(device_, m.idx); break;
-    case TrainOp::block_topk: ops::block_topk(device_, m.topk); break;
-    case TrainOp::sparse_fwd: ops::sparse_block_attention(device_, m.sparse); break;
-    case TrainOp::sparse_bwd: ops::sparse_block_attention_backward(device_, m.sparse_bwd); break;
-    case TrainOp::indexer_kl: ops::indexer_kl(device_, m.kl); break;
-    case TrainOp::dense_fwd: ops::dense_attention(device_, m.dense); break;
-    case TrainOp::dense_bwd: ops::dense_attention_backward(device_, m.dense_bwd); break;
+    case TrainOp::indexer_score:
+      ops::indexer_score(device_, m.idx);
+      break;
+    case TrainOp::block_topk:
+      ops::block_topk(device_, m.topk);
+      break;
+    case TrainOp::sparse_fwd:
+      ops::sparse_block_attention(device_, m.sparse);
+      break;
+    case TrainOp::sparse_bwd:
+      ops::sparse_block_attention_backward(device_, m.sparse_bwd);
+      break;
+    case TrainOp::indexer_kl:
+      ops::indexer_kl(device_, m.kl);
+      break;
+    case TrainOp::dense_fwd:
+      ops::dense_attention(device_, m.dense);
+      break;
+    case TrainOp::dense_bwd:
+      ops::dense_attention_backward(device_, m.dense_bwd);
+      break;
   }
 }
 
@@ -124,12 +167,19 @@ std::vector<TrainOpTime> LayerTrainRun::time(int iters, bool queued) {
 
 hal::HostTensor LayerTrainRun::download(const std::string& what) {
   auto& m = *impl_;
-  const std::pair<const char*, const hal::Tensor*> table[] = {
-      {"topk_idx", &m.topk.block_idx}, {"out", &m.sparse.out},          {"lse", &m.sparse.lse},
-      {"dq", &m.sparse_bwd.dq},        {"dk", &m.sparse_bwd.dk_cache},  {"dv", &m.sparse_bwd.dv_cache},
-      {"kl", &m.kl.kl},                {"dqi", &m.kl.dqi},              {"dki", &m.kl.dki_cache},
-      {"dense_out", &m.dense.out},     {"dense_dq", &m.dense_bwd.dq},   {"dense_dk", &m.dense_bwd.dk_cache},
-      {"dense_dv", &m.dense_bwd.dv_cache}};
+  const std::pair<const char*, const hal::Tensor*> table[] = {{"topk_idx", &m.topk.block_idx},
+                                                              {"out", &m.sparse.out},
+                                                              {"lse", &m.sparse.lse},
+                                                              {"dq", &m.sparse_bwd.dq},
+                                                              {"dk", &m.sparse_bwd.dk_cache},
+                                                              {"dv", &m.sparse_bwd.dv_cache},
+                                                              {"kl", &m.kl.kl},
+                                                              {"dqi", &m.kl.dqi},
+                                                              {"dki", &m.kl.dki_cache},
+                                                              {"dense_out", &m.dense.out},
+                                                              {"dense_dq", &m.dense_bwd.dq},
+                                                              {"dense_dk", &m.dense_bwd.dk_cache},
+                                                              {"dense_dv", &m.dense_bwd.dv_cache}};
   for (const auto& [name, t] : table)
     if (what == name) return hal::to_host(device_, *t);
   throw Error("layer training run: unknown output '" + what + "'");
@@ -138,8 +188,13 @@ hal::HostTensor LayerTrainRun::download(const std::string& what) {
 std::vector<double> train_op_flops(const LayerConfig& c, int Hs, double keys, double causal) {
   const double group = static_cast<double>(c.Hq) / Hs;
   const double fwd = 4.0 * group * c.D * keys, dense = 4.0 * c.Hq * c.D * causal;
-  return {2.0 * c.Hi * c.Di * causal, 0.0, fwd, 2.5 * fwd, 2.0 * group * c.D * keys + 6.0 * c.Di * keys,
-          dense, 2.5 * dense};
+  return {2.0 * c.Hi * c.Di * causal,
+          0.0,
+          fwd,
+          2.5 * fwd,
+          2.0 * group * c.D * keys + 6.0 * c.Di * keys,
+          dense,
+          2.5 * dense};
 }
 
 }  // namespace msa::cli

@@ -1,9 +1,9 @@
 #include "tools/op_params.h"
 
 #include <cerrno>
-#include <cstdint>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -17,8 +17,7 @@ OpParams::OpParams(const std::vector<std::string>& pairs) {
     if (eq == std::string::npos || eq == 0)
       throw Error("argument '--param': '" + clip(p) + "' is not of the form key=value");
     const std::string key = p.substr(0, eq);
-    if (!values_.emplace(key, p.substr(eq + 1)).second)
-      throw Error("argument '--param': '" + key + "' given twice");
+    if (!values_.emplace(key, p.substr(eq + 1)).second) throw Error("argument '--param': '" + key + "' given twice");
   }
 }
 
@@ -42,8 +41,7 @@ float OpParams::get_float(const std::string& key, float fallback) {
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(it->second.c_str(), &end);
-  if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v))
-    throw Error(arg + " is not a finite number");
+  if (end == it->second.c_str() || *end != '\0' || !std::isfinite(v)) throw Error(arg + " is not a finite number");
   // The op takes a float: the value must survive the conversion (no overflow to inf, no
   // underflow to 0 or a denormal, which strtod also flags with ERANGE).
   const double a = std::fabs(v);

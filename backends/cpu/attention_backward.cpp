@@ -42,8 +42,10 @@ struct RowBatch {
   size_t rows = 0;
 
   RowBatch(size_t D)
-      : qs(scratch_floats(1, kBackwardRows * D)), go(scratch_floats(2, kBackwardRows * D)),
-        lse(scratch_floats(3, 3 * kBackwardRows)), delta(lse + kBackwardRows),
+      : qs(scratch_floats(1, kBackwardRows * D)),
+        go(scratch_floats(2, kBackwardRows * D)),
+        lse(scratch_floats(3, 3 * kBackwardRows)),
+        delta(lse + kBackwardRows),
         nvis(reinterpret_cast<int32_t*>(lse + 2 * kBackwardRows)) {}
 
   // Appends row (q, dout: D floats); a row whose lse is -inf sees nothing.
@@ -60,7 +62,8 @@ struct RowBatch {
 
 // delta[r] = dot(dout row r, out row r) for rows of D elements (ChainDot).
 void RowDots(const float* dout, const float* out, int64_t rows, int64_t D, float* delta) {
-  parallel_for(rows, [&](int64_t r) { delta[r] = ChainDot(dout + r * D, out + r * D, static_cast<size_t>(D)); }, 64);
+  parallel_for(
+      rows, [&](int64_t r) { delta[r] = ChainDot(dout + r * D, out + r * D, static_cast<size_t>(D)); }, 64);
 }
 
 // dK / dV of every slab over the entries [e_lo, e_hi) that attended it (cursor[slab]: its
@@ -119,22 +122,26 @@ void PagedSlabs(const PagedBackwardInputs& c, const InverseIndex& inv, int64_t e
 void PagedDq(const PagedBackwardInputs& c, int64_t e_lo, int64_t tg0, int64_t tg1, const float* dqp, float* dq) {
   const DF df;
   const size_t N = hn::Lanes(df), D = static_cast<size_t>(c.D);
-  parallel_for(tg1 - tg0, [&](int64_t i) {
-    const int64_t tg = tg0 + i, t = tg / c.Hkv, g = tg % c.Hkv;
-    for (int64_t hh = 0; hh < c.G; ++hh) {
-      const size_t row = static_cast<size_t>(t * c.Hq + g * c.G + hh);
-      float* out = dq + row * D;
-      std::fill(out, out + D, 0.0f);
-      if (c.lse[row] == -std::numeric_limits<float>::infinity()) continue;
-      for (int64_t e = c.tb.list_begin[static_cast<size_t>(tg)]; e < c.tb.list_begin[static_cast<size_t>(tg) + 1]; ++e) {
-        const float* src = dqp + static_cast<size_t>((e - e_lo) * c.G + hh) * D;
-        size_t d = 0;
-        for (; d + N <= D; d += N) hn::StoreU(hn::Add(hn::LoadU(df, out + d), hn::LoadU(df, src + d)), df, out + d);
-        for (; d < D; ++d) out[d] += src[d];
-      }
-      for (size_t d = 0; d < D; ++d) out[d] *= c.scale;
-    }
-  }, 4);
+  parallel_for(
+      tg1 - tg0,
+      [&](int64_t i) {
+        const int64_t tg = tg0 + i, t = tg / c.Hkv, g = tg % c.Hkv;
+        for (int64_t hh = 0; hh < c.G; ++hh) {
+          const size_t row = static_cast<size_t>(t * c.Hq + g * c.G + hh);
+          float* out = dq + row * D;
+          std::fill(out, out + D, 0.0f);
+          if (c.lse[row] == -std::numeric_limits<float>::infinity()) continue;
+          for (int64_t e = c.tb.list_begin[static_cast<size_t>(tg)]; e < c.tb.list_begin[static_cast<size_t>(tg) + 1];
+               ++e) {
+            const float* src = dqp + static_cast<size_t>((e - e_lo) * c.G + hh) * D;
+            size_t d = 0;
+            for (; d + N <= D; d += N) hn::StoreU(hn::Add(hn::LoadU(df, out + d), hn::LoadU(df, src + d)), df, out + d);
+            for (; d < D; ++d) out[d] += src[d];
+          }
+          for (size_t d = 0; d < D; ++d) out[d] *= c.scale;
+        }
+      },
+      4);
 }
 
 // patch_attention_3d_backward over one (window, head) per task. q, k, v, dout: [N][H][D]
@@ -158,7 +165,8 @@ void PatchBackward(const std::vector<cpu_ref::PatchWindow>& windows, int64_t H, 
       const size_t nk = std::min(kBackwardRows, n - j0);
       BackwardTile tile;
       LoadKeyTile(tile, Dz, nk, k + base + j0 * ld, v + base + j0 * ld, ld, scratch_floats(0, KeyTileFloats(Dz, nk)));
-      for (size_t j = 0; j < nk; ++j) std::copy(k + base + (j0 + j) * ld, k + base + (j0 + j) * ld + Dz, krows + j * Dz);
+      for (size_t j = 0; j < nk; ++j)
+        std::copy(k + base + (j0 + j) * ld, k + base + (j0 + j) * ld + Dz, krows + j * Dz);
       std::fill(krows + nk * Dz, krows + tile.kpad * Dz, 0.0f);
       for (size_t r0 = 0; r0 < n; r0 += kBackwardRows) {
         b.rows = 0;
@@ -232,7 +240,8 @@ PagedBackwardInputs make_inputs(const hal::Tensor& dout, const hal::Tensor& q, c
   return c;
 }
 
-void run(const PagedBackwardInputs& c, const hal::Tensor& dq_out, const hal::Tensor& dk_out, const hal::Tensor& dv_out) {
+void run(const PagedBackwardInputs& c, const hal::Tensor& dq_out, const hal::Tensor& dk_out,
+         const hal::Tensor& dv_out) {
   // For each (page, KV head) slab, the (token, block) entries that attended it, in token order.
   const InverseIndex inv(c.tb.list_begin, c.P * c.Hkv, [&](int64_t tg, int64_t e) {
     return c.page(tg / c.Hkv, c.tb.list[static_cast<size_t>(e)]) * c.Hkv + tg % c.Hkv;
@@ -250,7 +259,9 @@ void run(const PagedBackwardInputs& c, const hal::Tensor& dq_out, const hal::Ten
     // The chunk: the pairs from tg0 whose entries fit the buffer (at least one pair).
     const auto& lb = c.tb.list_begin;
     int64_t tg1 = tg0 + 1;
-    while (tg1 < pairs && (lb[static_cast<size_t>(tg1) + 1] - lb[static_cast<size_t>(tg0)]) * per_entry <= kDqTermFloats) ++tg1;
+    while (tg1 < pairs &&
+           (lb[static_cast<size_t>(tg1) + 1] - lb[static_cast<size_t>(tg0)]) * per_entry <= kDqTermFloats)
+      ++tg1;
     const int64_t e_lo = lb[static_cast<size_t>(tg0)], e_hi = lb[static_cast<size_t>(tg1)];
     thread_local std::vector<float> dq_terms;
     dq_terms.resize(std::max(dq_terms.size(), static_cast<size_t>((e_hi - e_lo) * per_entry)));
@@ -273,9 +284,9 @@ void dense_attention_backward(hal::Stream&, const ops::DenseAttentionBackwardArg
 }
 
 void sparse_block_attention_backward(hal::Stream&, const ops::SparseAttentionBackwardArgs& a) {
-  const cpu_ref::Batch batch = cpu_ref::checked_sparse_batch("sparse_block_attention_backward", a.q, a.k_cache,
-                                                             a.block_table, a.kv_len, a.cu_q, a.Qb, a.NQ, a.mode,
-                                                             a.block_idx);
+  const cpu_ref::Batch batch =
+      cpu_ref::checked_sparse_batch("sparse_block_attention_backward", a.q, a.k_cache, a.block_table, a.kv_len, a.cu_q,
+                                    a.Qb, a.NQ, a.mode, a.block_idx);
   const bool shared = a.mode == ops::SelectionMode::shared;
   const PagedBackwardInputs c =
       make_inputs(a.dout, a.q, a.k_cache, a.v_cache, a.block_table, a.out, a.lse, a.scale,
@@ -290,8 +301,9 @@ void patch_attention_3d_backward(hal::Stream&, const ops::PatchAttention3dBackwa
   const std::vector<float> q = to_f32(a.q, D), k = to_f32(a.k, D), v = to_f32(a.v, D), dout = to_f32(a.dout, D),
                            lse = to_f32(a.lse, H);
   const std::vector<float> delta = row_dots(dout, to_f32(a.out, D), D);
-  HWY_DYNAMIC_DISPATCH(PatchBackward)(windows, H, D, scale, q.data(), k.data(), v.data(), dout.data(), lse.data(),
-                                      delta.data(), a.dq.data<float>(), a.dk.data<float>(), a.dv.data<float>());
+  HWY_DYNAMIC_DISPATCH(PatchBackward)
+  (windows, H, D, scale, q.data(), k.data(), v.data(), dout.data(), lse.data(), delta.data(), a.dq.data<float>(),
+   a.dk.data<float>(), a.dv.data<float>());
 }
 
 }  // namespace msa::cpu

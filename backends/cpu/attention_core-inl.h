@@ -34,16 +34,28 @@ inline constexpr int kTileVecs = 4;
 // Keys per QK register panel / output dims per PV register panel, by row vectors:
 // accumulators = panel * vecs, leaving room for the operands.
 template <int NV>
-inline constexpr int kQkPanel = kVecRegs == 32 ? (NV == 1 ? 12 : NV == 2 ? 9 : NV == 3 ? 7 : 5)
-                                               : (NV == 1 ? 8 : NV == 2 ? 5 : NV == 3 ? 3 : 2);
+inline constexpr int kQkPanel = kVecRegs == 32 ? (NV == 1   ? 12
+                                                  : NV == 2 ? 9
+                                                  : NV == 3 ? 7
+                                                            : 5)
+                                               : (NV == 1   ? 8
+                                                  : NV == 2 ? 5
+                                                  : NV == 3 ? 3
+                                                            : 2);
 template <int NV>
-inline constexpr int kPvPanel = kVecRegs == 32 ? (NV == 1 ? 16 : NV == 2 ? 9 : NV == 3 ? 7 : 5)
-                                               : (NV == 1 ? 8 : NV == 2 ? 5 : NV == 3 ? 3 : 2);
+inline constexpr int kPvPanel = kVecRegs == 32 ? (NV == 1   ? 16
+                                                  : NV == 2 ? 9
+                                                  : NV == 3 ? 7
+                                                            : 5)
+                                               : (NV == 1   ? 8
+                                                  : NV == 2 ? 5
+                                                  : NV == 3 ? 3
+                                                            : 2);
 
 // s[jj][v*N..] = sum_d k[jj][d] * qt[d][v*N..] for jj < JR, v < NV.
 template <int NV, int JR>
-HWY_INLINE void QkPanel(const float* HWY_RESTRICT qt, size_t ldq, const float* HWY_RESTRICT k,
-                        size_t D, float* HWY_RESTRICT s, size_t lds) {
+HWY_INLINE void QkPanel(const float* HWY_RESTRICT qt, size_t ldq, const float* HWY_RESTRICT k, size_t D,
+                        float* HWY_RESTRICT s, size_t lds) {
   const DF df;
   const size_t N = hn::Lanes(df);
   VF acc[JR][NV];
@@ -63,8 +75,8 @@ HWY_INLINE void QkPanel(const float* HWY_RESTRICT qt, size_t ldq, const float* H
 
 // Scores of nk keys (k [nk][D] f32) against NV row vectors: s[j][v*N + lane].
 template <int NV>
-HWY_INLINE void QkTile(const float* HWY_RESTRICT qt, size_t ldq, const float* HWY_RESTRICT k,
-                       size_t nk, size_t D, float* HWY_RESTRICT s, size_t lds) {
+HWY_INLINE void QkTile(const float* HWY_RESTRICT qt, size_t ldq, const float* HWY_RESTRICT k, size_t nk, size_t D,
+                       float* HWY_RESTRICT s, size_t lds) {
   constexpr int JR = kQkPanel<NV>;
   size_t j = 0;
   for (; j + JR <= nk; j += JR) QkPanel<NV, JR>(qt, ldq, k + j * D, D, s + j * lds, lds);
@@ -73,8 +85,8 @@ HWY_INLINE void QkTile(const float* HWY_RESTRICT qt, size_t ldq, const float* HW
 
 // o[dd][v*N..] = o * alpha[v] + sum_j p[j][v*N..] * vt[j][dd] for dd < DR.
 template <int NV, int DR>
-HWY_INLINE void PvPanel(const float* HWY_RESTRICT p, size_t lds, const float* HWY_RESTRICT vt,
-                        size_t D, size_t nk, const VF* alpha, float* HWY_RESTRICT o, size_t ldo) {
+HWY_INLINE void PvPanel(const float* HWY_RESTRICT p, size_t lds, const float* HWY_RESTRICT vt, size_t D, size_t nk,
+                        const VF* alpha, float* HWY_RESTRICT o, size_t ldo) {
   const DF df;
   const size_t N = hn::Lanes(df);
   VF acc[DR][NV];
@@ -96,8 +108,8 @@ HWY_INLINE void PvPanel(const float* HWY_RESTRICT p, size_t lds, const float* HW
 }
 
 template <int NV>
-HWY_INLINE void PvTile(const float* HWY_RESTRICT p, size_t lds, const float* HWY_RESTRICT vt,
-                       size_t D, size_t nk, const VF* alpha, float* HWY_RESTRICT o, size_t ldo) {
+HWY_INLINE void PvTile(const float* HWY_RESTRICT p, size_t lds, const float* HWY_RESTRICT vt, size_t D, size_t nk,
+                       const VF* alpha, float* HWY_RESTRICT o, size_t ldo) {
   constexpr int DR = kPvPanel<NV>;
   size_t d = 0;
   for (; d + DR <= D; d += DR) PvPanel<NV, DR>(p, lds, vt + d, D, nk, alpha, o + d * ldo, ldo);
@@ -171,14 +183,14 @@ HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t lds, size_t nk, float 
 // The state of one row group: R rows (padded to whole vectors, Rpad), head dim D.
 struct RowGroupState {
   size_t D = 0;
-  size_t rows = 0;     // real rows
-  size_t rpad = 0;     // rows rounded up to whole vectors
-  float* qt = nullptr;   // [D][rpad] scaled queries
-  float* o = nullptr;    // [D][rpad] unnormalised output
-  float* m = nullptr;    // [rpad] running max
-  float* l = nullptr;    // [rpad] running sum
-  float* lim = nullptr;  // [rpad] last visible key position per row (padding rows copy the last real row)
-  float* s = nullptr;    // [max keys per tile][kTileVecs * N] scratch
+  size_t rows = 0;              // real rows
+  size_t rpad = 0;              // rows rounded up to whole vectors
+  float* qt = nullptr;          // [D][rpad] scaled queries
+  float* o = nullptr;           // [D][rpad] unnormalised output
+  float* m = nullptr;           // [rpad] running max
+  float* l = nullptr;           // [rpad] running sum
+  float* lim = nullptr;         // [rpad] last visible key position per row (padding rows copy the last real row)
+  float* s = nullptr;           // [max keys per tile][kTileVecs * N] scratch
   const float* vbad = nullptr;  // per key of the current tile: 1 when its value row was not finite (null: none)
 };
 
@@ -214,8 +226,8 @@ HWY_INLINE void ResetRows(RowGroupState& g) {
 }
 
 template <int NV>
-HWY_INLINE void AttendSub(RowGroupState& g, size_t r0, const float* k, const float* v, size_t nk,
-                          float kpos0, bool mask) {
+HWY_INLINE void AttendSub(RowGroupState& g, size_t r0, const float* k, const float* v, size_t nk, float kpos0,
+                          bool mask) {
   const size_t N = hn::Lanes(DF());
   const size_t lds = kTileVecs * N;
   VF alpha[NV];
@@ -237,10 +249,18 @@ HWY_INLINE void AttendTile(RowGroupState& g, const float* k, const float* v, siz
     if (hi < kpos0) continue;  // no row of this sub-tile sees any key of the tile
     const bool mask = klast > lo;
     switch (nv) {
-      case 1: AttendSub<1>(g, r0, k, v, nk, kpos0, mask); break;
-      case 2: AttendSub<2>(g, r0, k, v, nk, kpos0, mask); break;
-      case 3: AttendSub<3>(g, r0, k, v, nk, kpos0, mask); break;
-      default: AttendSub<4>(g, r0, k, v, nk, kpos0, mask); break;
+      case 1:
+        AttendSub<1>(g, r0, k, v, nk, kpos0, mask);
+        break;
+      case 2:
+        AttendSub<2>(g, r0, k, v, nk, kpos0, mask);
+        break;
+      case 3:
+        AttendSub<3>(g, r0, k, v, nk, kpos0, mask);
+        break;
+      default:
+        AttendSub<4>(g, r0, k, v, nk, kpos0, mask);
+        break;
     }
   }
 }

@@ -18,18 +18,18 @@ namespace msa::cpu {
 
 struct PagedAttnPlan {
   struct Group {
-    int64_t seq = 0;            // sequence b
-    int64_t kv_head = 0;        // KV head; its query heads are kv_head*G .. +G-1
-    int64_t t_begin = 0;        // packed tokens [t_begin, t_end)
+    int64_t seq = 0;      // sequence b
+    int64_t kv_head = 0;  // KV head; its query heads are kv_head*G .. +G-1
+    int64_t t_begin = 0;  // packed tokens [t_begin, t_end)
     int64_t t_end = 0;
     const int32_t* list = nullptr;  // sparse: the block_idx row (n_list entries); dense: null = 0..n_list-1
     int64_t n_list = 0;
-    int64_t list_off = -1;      // >= 0: `list` is p.lists.data() + list_off (merged groups)
-    int64_t sel_off = -1;       // >= 0: merged query blocks; p.sel[sel_off + e*ntok + i] says
-                                // whether token i selected list entry e (else it is masked)
-    int64_t n_chunks = 1;       // > 1: split over the key list
-    int64_t task0 = 0;          // index of its first task
-    int64_t part_off = 0;       // offset of its partial results in `partial` (floats)
+    int64_t list_off = -1;  // >= 0: `list` is p.lists.data() + list_off (merged groups)
+    int64_t sel_off = -1;   // >= 0: merged query blocks; p.sel[sel_off + e*ntok + i] says
+                            // whether token i selected list entry e (else it is masked)
+    int64_t n_chunks = 1;   // > 1: split over the key list
+    int64_t task0 = 0;      // index of its first task
+    int64_t part_off = 0;   // offset of its partial results in `partial` (floats)
   };
   struct Task {
     int64_t group = 0;
@@ -50,9 +50,9 @@ struct PagedAttnPlan {
 
   std::vector<Group> groups;
   std::vector<Task> tasks;
-  std::vector<int32_t> lists;   // owned key lists of merged groups (Group::list points here)
-  std::vector<uint8_t> sel;     // token-selects-entry flags of merged groups
-  int64_t chunk = 0;            // key list entries per chunk of a split group
+  std::vector<int32_t> lists;          // owned key lists of merged groups (Group::list points here)
+  std::vector<uint8_t> sel;            // token-selects-entry flags of merged groups
+  int64_t chunk = 0;                   // key list entries per chunk of a split group
   mutable std::vector<float> partial;  // per split task: o [D][rpad], m [rpad], l [rpad]
 
   // Floats of one partial slot for a group of `rows` rows.

@@ -59,15 +59,23 @@ HWY_INLINE void TransposeRows(const float* HWY_RESTRICT src, size_t ld, size_t n
 
 // s[r][j] = sum_d rows[r][d] * kt[d][j] for r < n and the key vectors below PadKeys(hi)
 // (kt: [D][kpad] transposed keys; rows: [n][D]).
-HWY_INLINE void ScoreRows(const float* HWY_RESTRICT kt, size_t kpad, const float* HWY_RESTRICT rows, size_t n,
-                          size_t D, size_t hi, float* HWY_RESTRICT s) {
+HWY_INLINE void ScoreRows(const float* HWY_RESTRICT kt, size_t kpad, const float* HWY_RESTRICT rows, size_t n, size_t D,
+                          size_t hi, float* HWY_RESTRICT s) {
   const size_t N = hn::Lanes(DF());
   for (size_t j0 = 0; j0 < hi; j0 += kTileVecs * N) {
     switch (std::min<size_t>(kTileVecs, (PadKeys(hi) - j0) / N)) {
-      case 1: QkTile<1>(kt + j0, kpad, rows, n, D, s + j0, kpad); break;
-      case 2: QkTile<2>(kt + j0, kpad, rows, n, D, s + j0, kpad); break;
-      case 3: QkTile<3>(kt + j0, kpad, rows, n, D, s + j0, kpad); break;
-      default: QkTile<4>(kt + j0, kpad, rows, n, D, s + j0, kpad); break;
+      case 1:
+        QkTile<1>(kt + j0, kpad, rows, n, D, s + j0, kpad);
+        break;
+      case 2:
+        QkTile<2>(kt + j0, kpad, rows, n, D, s + j0, kpad);
+        break;
+      case 3:
+        QkTile<3>(kt + j0, kpad, rows, n, D, s + j0, kpad);
+        break;
+      default:
+        QkTile<4>(kt + j0, kpad, rows, n, D, s + j0, kpad);
+        break;
     }
   }
 }
@@ -82,10 +90,18 @@ HWY_INLINE void AccumulateRowsT(const float* HWY_RESTRICT w, size_t kpad, const 
   for (int v = 0; v < kTileVecs; ++v) one[v] = hn::Set(df, 1.0f);
   for (size_t j0 = 0; j0 < hi; j0 += kTileVecs * N) {
     switch (std::min<size_t>(kTileVecs, (PadKeys(hi) - j0) / N)) {
-      case 1: PvTile<1>(w + j0, kpad, rows, D, n, one, o + j0, kpad); break;
-      case 2: PvTile<2>(w + j0, kpad, rows, D, n, one, o + j0, kpad); break;
-      case 3: PvTile<3>(w + j0, kpad, rows, D, n, one, o + j0, kpad); break;
-      default: PvTile<4>(w + j0, kpad, rows, D, n, one, o + j0, kpad); break;
+      case 1:
+        PvTile<1>(w + j0, kpad, rows, D, n, one, o + j0, kpad);
+        break;
+      case 2:
+        PvTile<2>(w + j0, kpad, rows, D, n, one, o + j0, kpad);
+        break;
+      case 3:
+        PvTile<3>(w + j0, kpad, rows, D, n, one, o + j0, kpad);
+        break;
+      default:
+        PvTile<4>(w + j0, kpad, rows, D, n, one, o + j0, kpad);
+        break;
     }
   }
 }
@@ -104,16 +120,14 @@ HWY_INLINE void LoadKeyTile(BackwardTile& t, size_t D, size_t nk, const float* H
 }
 
 // Scratch floats LoadKeyTile needs.
-HWY_INLINE size_t KeyTileFloats(size_t D, size_t nk) {
-  return 4 * D * PadKeys(nk) + 2 * kBackwardRows * PadKeys(nk);
-}
+HWY_INLINE size_t KeyTileFloats(size_t D, size_t nk) { return 4 * D * PadKeys(nk) + 2 * kBackwardRows * PadKeys(nk); }
 
 // One batch of rows (<= kBackwardRows) against the tile. qs [rows][D]: scale * q;
 // go [rows][D]: dout; lse, delta [rows]; nvis[r]: the row sees keys [0, nvis[r]) of the
 // tile (0 for a row that contributes nothing). Leaves P in t.s and dS in t.dp (0 past
 // nvis within the key vectors some row sees; beyond them unset), adds P^T dO to dvt and dS^T qs to dkt.
-HWY_INLINE void BackwardBatch(BackwardTile& t, const float* HWY_RESTRICT qs, const float* HWY_RESTRICT go,
-                              size_t rows, const float* HWY_RESTRICT lse, const float* HWY_RESTRICT delta,
+HWY_INLINE void BackwardBatch(BackwardTile& t, const float* HWY_RESTRICT qs, const float* HWY_RESTRICT go, size_t rows,
+                              const float* HWY_RESTRICT lse, const float* HWY_RESTRICT delta,
                               const int32_t* HWY_RESTRICT nvis) {
   const DF df;
   const size_t N = hn::Lanes(df), ld = t.kpad;
@@ -190,10 +204,18 @@ HWY_INLINE void RowsTimesKeys(float* HWY_RESTRICT w, size_t kpad, size_t n, size
   for (size_t r = 0; r < n; ++r) std::fill(w + r * kpad + from, w + (r + 1) * kpad, 0.0f);
   for (size_t d0 = 0; d0 + N <= D; d0 += kTileVecs * N) {
     switch (std::min<size_t>(kTileVecs, (D - d0) / N)) {
-      case 1: QkTile<1>(k + d0, D, w, n, kpad, out + d0, D); break;
-      case 2: QkTile<2>(k + d0, D, w, n, kpad, out + d0, D); break;
-      case 3: QkTile<3>(k + d0, D, w, n, kpad, out + d0, D); break;
-      default: QkTile<4>(k + d0, D, w, n, kpad, out + d0, D); break;
+      case 1:
+        QkTile<1>(k + d0, D, w, n, kpad, out + d0, D);
+        break;
+      case 2:
+        QkTile<2>(k + d0, D, w, n, kpad, out + d0, D);
+        break;
+      case 3:
+        QkTile<3>(k + d0, D, w, n, kpad, out + d0, D);
+        break;
+      default:
+        QkTile<4>(k + d0, D, w, n, kpad, out + d0, D);
+        break;
     }
   }
   for (size_t d = D / N * N; d < D; ++d)

@@ -19,9 +19,7 @@ struct PagedBackwardInputs {
   std::vector<float> q, dout, k, v, lse, delta;  // delta [T][Hq]
   TokenBlocks tb;                                // per (token, KV head)
 
-  int64_t page(int64_t t, int64_t blk) const {
-    return block_table[tb.seq[static_cast<size_t>(t)] * max_blocks + blk];
-  }
+  int64_t page(int64_t t, int64_t blk) const { return block_table[tb.seq[static_cast<size_t>(t)] * max_blocks + blk]; }
   // Slots of block blk that token t sees (its causal limit and its sequence's kv_len).
   int64_t visible(int64_t t, int64_t blk) const {
     return std::min({(blk + 1) * Bs, tb.kv_len[static_cast<size_t>(t)], tb.pos[static_cast<size_t>(t)] + 1}) - blk * Bs;

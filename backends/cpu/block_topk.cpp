@@ -34,8 +34,8 @@ inline uint32_t ordered_bits(float x) {
 struct Row {
   const float* score;
   int64_t nvalid;
-  int64_t sink_end;             // forced: [0, sink_end)
-  int64_t local_lo, local_hi;   // forced: [local_lo, local_hi] (empty when lo > hi)
+  int64_t sink_end;            // forced: [0, sink_end)
+  int64_t local_lo, local_hi;  // forced: [local_lo, local_hi] (empty when lo > hi)
 };
 
 // Writes the selection of one row into out[k] and returns its count.
@@ -52,8 +52,8 @@ int32_t select_row(const Row& r, int64_t k, int32_t* out, std::vector<uint64_t>&
       if (!(s > -std::numeric_limits<float>::infinity()) || forced(c)) continue;
       keys.push_back(static_cast<uint64_t>(ordered_bits(s)) << 32 | (0xFFFFFFFFu - static_cast<uint32_t>(c)));
     }
-    const int64_t n_forced = std::min(r.sink_end, r.nvalid) +
-                             std::max<int64_t>(0, r.local_hi - std::max(r.local_lo, r.sink_end) + 1);
+    const int64_t n_forced =
+        std::min(r.sink_end, r.nvalid) + std::max<int64_t>(0, r.local_hi - std::max(r.local_lo, r.sink_end) + 1);
     const int64_t m = std::min<int64_t>(k - n_forced, static_cast<int64_t>(keys.size()));
     if (m > 0 && m < static_cast<int64_t>(keys.size()))
       std::nth_element(keys.begin(), keys.begin() + (m - 1), keys.end(), std::greater<uint64_t>());
@@ -97,18 +97,21 @@ void block_topk(hal::Stream&, const ops::BlockTopkArgs& a) {
   const float* score = a.block_score.data<const float>();
   int32_t* idx = a.block_idx.data<int32_t>();
   int32_t* cnt = a.block_cnt.data<int32_t>();
-  parallel_for(batch.nq() * Hs, [&](int64_t i) {
-    thread_local std::vector<uint64_t> keys;
-    const int64_t n = i / Hs;
-    const QBlock& qb = batch.qblocks[static_cast<size_t>(n)];
-    Row r;
-    r.score = score + i * MB;
-    r.nvalid = qb.p1 / Bs + 1;
-    r.sink_end = a.n_sink;
-    r.local_lo = a.n_local > 0 ? std::max<int64_t>(0, qb.p0 / Bs - a.n_local + 1) : 1;
-    r.local_hi = a.n_local > 0 ? qb.p1 / Bs : 0;
-    cnt[i] = select_row(r, k, idx + i * k, keys);
-  }, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, MB)));  // ~32K scores per task
+  parallel_for(
+      batch.nq() * Hs,
+      [&](int64_t i) {
+        thread_local std::vector<uint64_t> keys;
+        const int64_t n = i / Hs;
+        const QBlock& qb = batch.qblocks[static_cast<size_t>(n)];
+        Row r;
+        r.score = score + i * MB;
+        r.nvalid = qb.p1 / Bs + 1;
+        r.sink_end = a.n_sink;
+        r.local_lo = a.n_local > 0 ? std::max<int64_t>(0, qb.p0 / Bs - a.n_local + 1) : 1;
+        r.local_hi = a.n_local > 0 ? qb.p1 / Bs : 0;
+        cnt[i] = select_row(r, k, idx + i * k, keys);
+      },
+      std::max<int64_t>(1, 32768 / std::max<int64_t>(1, MB)));  // ~32K scores per task
 }
 
 }  // namespace msa::cpu

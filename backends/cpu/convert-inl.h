@@ -123,7 +123,7 @@ HWY_INLINE void StoreNvfp4Group(D df, V8 vals, float mul, float* HWY_RESTRICT ds
   if constexpr (kN == 16) {
     hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, vals)), m), df, dst);
   } else if constexpr (kN == 8) {
-    const hn::Half<hn::Full128<int8_t>> dh;
+    const hn::Half<hn::Full128<int8_t> > dh;
     hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LowerHalf(dh, vals))), m), df, dst);
     hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::UpperHalf(dh, vals))), m), df, dst + 8);
   } else {

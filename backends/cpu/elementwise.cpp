@@ -21,17 +21,29 @@ namespace HWY_NAMESPACE {
 // Loads n elements of dtype t from base + i into f32 dst.
 HWY_INLINE void LoadRow(hal::DType t, const void* base, size_t i, size_t n, float* dst) {
   switch (t) {
-    case hal::DType::bf16: ConvertRow(static_cast<const hwy::bfloat16_t*>(base) + i, n, 1.0f, dst); break;
-    case hal::DType::f16: ConvertRow(static_cast<const hwy::float16_t*>(base) + i, n, 1.0f, dst); break;
-    default: ConvertRow(static_cast<const float*>(base) + i, n, 1.0f, dst); break;
+    case hal::DType::bf16:
+      ConvertRow(static_cast<const hwy::bfloat16_t*>(base) + i, n, 1.0f, dst);
+      break;
+    case hal::DType::f16:
+      ConvertRow(static_cast<const hwy::float16_t*>(base) + i, n, 1.0f, dst);
+      break;
+    default:
+      ConvertRow(static_cast<const float*>(base) + i, n, 1.0f, dst);
+      break;
   }
 }
 // Stores f32 src into n elements of dtype t at base + i (round to nearest even).
 HWY_INLINE void StoreRow(hal::DType t, const float* src, size_t n, void* base, size_t i) {
   switch (t) {
-    case hal::DType::bf16: for (size_t j = 0; j < n; ++j) FromF32(src[j], static_cast<hwy::bfloat16_t*>(base) + i + j); break;
-    case hal::DType::f16: for (size_t j = 0; j < n; ++j) FromF32(src[j], static_cast<hwy::float16_t*>(base) + i + j); break;
-    default: std::copy(src, src + n, static_cast<float*>(base) + i); break;
+    case hal::DType::bf16:
+      for (size_t j = 0; j < n; ++j) FromF32(src[j], static_cast<hwy::bfloat16_t*>(base) + i + j);
+      break;
+    case hal::DType::f16:
+      for (size_t j = 0; j < n; ++j) FromF32(src[j], static_cast<hwy::float16_t*>(base) + i + j);
+      break;
+    default:
+      std::copy(src, src + n, static_cast<float*>(base) + i);
+      break;
   }
 }
 
@@ -39,31 +51,34 @@ void RmsNormImpl(const ops::RmsNormArgs& a) {
   const size_t N = static_cast<size_t>(a.x.dim(-1));
   const int64_t M = N == 0 ? 0 : a.x.numel() / static_cast<int64_t>(N);
   const bool gemma = a.kind == ops::NormKind::gemma;
-  parallel_for(M, [&](int64_t m) {
-    const DF df;
-    const size_t L = hn::Lanes(df);
-    float* x = scratch_floats(0, N);
-    float* w = scratch_floats(1, N);
-    LoadRow(a.x.dtype, a.x.data<const void>(), static_cast<size_t>(m) * N, N, x);
-    LoadRow(a.w.dtype, a.w.data<const void>(), 0, N, w);
-    VF ss = hn::Zero(df);
-    size_t i = 0;
-    for (; i + L <= N; i += L) {
-      const VF v = hn::LoadU(df, x + i);
-      ss = hn::MulAdd(v, v, ss);
-    }
-    float sum = hn::GetLane(hn::SumOfLanes(df, ss));
-    for (; i < N; ++i) sum += x[i] * x[i];
-    const float inv = 1.0f / std::sqrt(sum / static_cast<float>(N) + a.eps);
-    const VF vi = hn::Set(df, inv), one = hn::Set(df, 1.0f);
-    for (i = 0; i + L <= N; i += L) {
-      VF wv = hn::LoadU(df, w + i);
-      if (gemma) wv = hn::Add(wv, one);
-      hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, x + i), vi), wv), df, x + i);
-    }
-    for (; i < N; ++i) x[i] = x[i] * inv * (gemma ? 1.0f + w[i] : w[i]);
-    StoreRow(a.y.dtype, x, N, a.y.data<void>(), static_cast<size_t>(m) * N);
-  }, 4);
+  parallel_for(
+      M,
+      [&](int64_t m) {
+        const DF df;
+        const size_t L = hn::Lanes(df);
+        float* x = scratch_floats(0, N);
+        float* w = scratch_floats(1, N);
+        LoadRow(a.x.dtype, a.x.data<const void>(), static_cast<size_t>(m) * N, N, x);
+        LoadRow(a.w.dtype, a.w.data<const void>(), 0, N, w);
+        VF ss = hn::Zero(df);
+        size_t i = 0;
+        for (; i + L <= N; i += L) {
+          const VF v = hn::LoadU(df, x + i);
+          ss = hn::MulAdd(v, v, ss);
+        }
+        float sum = hn::GetLane(hn::SumOfLanes(df, ss));
+        for (; i < N; ++i) sum += x[i] * x[i];
+        const float inv = 1.0f / std::sqrt(sum / static_cast<float>(N) + a.eps);
+        const VF vi = hn::Set(df, inv), one = hn::Set(df, 1.0f);
+        for (i = 0; i + L <= N; i += L) {
+          VF wv = hn::LoadU(df, w + i);
+          if (gemma) wv = hn::Add(wv, one);
+          hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, x + i), vi), wv), df, x + i);
+        }
+        for (; i < N; ++i) x[i] = x[i] * inv * (gemma ? 1.0f + w[i] : w[i]);
+        StoreRow(a.y.dtype, x, N, a.y.data<void>(), static_cast<size_t>(m) * N);
+      },
+      4);
 }
 
 constexpr size_t kChunk = 16384;  // elements per parallel task

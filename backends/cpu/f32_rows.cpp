@@ -17,22 +17,24 @@ namespace HWY_NAMESPACE {
 
 // dst[0..n) = the n elements of dtype t at src as f32, `row` elements per task.
 void ConvertToF32(hal::DType t, const void* src, int64_t n, int64_t row, float* dst) {
-  parallel_for((n + row - 1) / row, [&](int64_t r) {
-    const int64_t i0 = r * row, m = std::min(n, i0 + row) - i0;
-    switch (t) {
-      case hal::DType::f32:
-        ConvertRow(static_cast<const float*>(src) + i0, static_cast<size_t>(m), 1.0f, dst + i0);
-        break;
-      case hal::DType::bf16:
-        ConvertRow(static_cast<const hwy::bfloat16_t*>(src) + i0, static_cast<size_t>(m), 1.0f, dst + i0);
-        break;
-      case hal::DType::f16:
-        ConvertRow(static_cast<const hwy::float16_t*>(src) + i0, static_cast<size_t>(m), 1.0f, dst + i0);
-        break;
-      default:
-        for (int64_t i = i0; i < i0 + m; ++i) dst[i] = hal::load_as_f32(t, src, static_cast<size_t>(i));
-    }
-  }, 16);
+  parallel_for((n + row - 1) / row,
+               [&](int64_t r) {
+                 const int64_t i0 = r * row, m = std::min(n, i0 + row) - i0;
+                 switch (t) {
+                   case hal::DType::f32:
+                     ConvertRow(static_cast<const float*>(src) + i0, static_cast<size_t>(m), 1.0f, dst + i0);
+                     break;
+                   case hal::DType::bf16:
+                     ConvertRow(static_cast<const hwy::bfloat16_t*>(src) + i0, static_cast<size_t>(m), 1.0f, dst + i0);
+                     break;
+                   case hal::DType::f16:
+                     ConvertRow(static_cast<const hwy::float16_t*>(src) + i0, static_cast<size_t>(m), 1.0f, dst + i0);
+                     break;
+                   default:
+                     for (int64_t i = i0; i < i0 + m; ++i) dst[i] = hal::load_as_f32(t, src, static_cast<size_t>(i));
+                 }
+               },
+               16);
 }
 
 }  // namespace HWY_NAMESPACE

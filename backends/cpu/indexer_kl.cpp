@@ -39,7 +39,7 @@ struct KlInputs {
   const int32_t* block_table = nullptr;
   int64_t max_blocks = 0;
   std::vector<float> q, k, qi, ki, lse, dkl;
-  TokenBlocks tb;  // per (token, selection head)
+  TokenBlocks tb;           // per (token, selection head)
   float* target = nullptr;  // [entries][kpad]
   float* logit = nullptr;   // [entries][kpad]
 
@@ -185,7 +185,8 @@ void KlScores(KlInputs& c, const InverseIndex& inv) {
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t e = inv.entry[static_cast<size_t>(w)], tg = inv.owner[static_cast<size_t>(e)];
       const float* qr = c.qi.data() + tg * c.Di;
-      for (int64_t d = 0; d < c.Di; ++d) rows[n * static_cast<size_t>(c.Di) + static_cast<size_t>(d)] = c.scale_i * qr[d];
+      for (int64_t d = 0; d < c.Di; ++d)
+        rows[n * static_cast<size_t>(c.Di) + static_cast<size_t>(d)] = c.scale_i * qr[d];
       entry_of[n] = e;
       nvis[n] = static_cast<int32_t>(c.visible_of(e, tg));
       if (++n == kBackwardRows) flush(static_cast<size_t>(c.Di), true);
@@ -197,47 +198,53 @@ void KlScores(KlInputs& c, const InverseIndex& inv) {
 // Pass 2 for every (token, selection head).
 void KlRows(KlInputs& c, float* kl, float* dqi) {
   const size_t kpad = static_cast<size_t>(c.kpad), Di = static_cast<size_t>(c.Di);
-  parallel_for(c.T * c.Hs, [&](int64_t tg) {
-    const int64_t t = tg / c.Hs, e0 = c.tb.list_begin[static_cast<size_t>(tg)], e1 = c.tb.list_begin[static_cast<size_t>(tg) + 1];
-    float* dq = dqi + tg * c.Di;
-    std::fill(dq, dq + Di, 0.0f);
-    kl[tg] = 0.0f;
-    if (e0 == e1) return;
-    const DF df;
-    const size_t N = hn::Lanes(df);
-    auto vis_mask = [&](int64_t e, size_t j) {
-      return hn::FirstN(df, std::min(N, static_cast<size_t>(c.visible(t, c.tb.list[static_cast<size_t>(e)])) - j));
-    };
-    auto slots = [&](int64_t e) { return static_cast<size_t>(c.visible(t, c.tb.list[static_cast<size_t>(e)])); };
-    VF mx = hn::Set(df, kKlNegInf);
-    for (int64_t e = e0; e < e1; ++e)
-      for (size_t j = 0; j < slots(e); j += N)
-        mx = hn::Max(mx, hn::IfThenElse(vis_mask(e, j), hn::LoadU(df, c.logit + e * kpad + j), hn::Set(df, kKlNegInf)));
-    const float m = hn::GetLane(hn::MaxOfLanes(df, mx));
-    VF sum = hn::Zero(df);
-    const VF mv = hn::Set(df, m);
-    for (int64_t e = e0; e < e1; ++e)
-      for (size_t j = 0; j < slots(e); j += N)
-        sum = hn::Add(sum, hn::IfThenElseZero(vis_mask(e, j), hn::Exp(df, hn::Sub(hn::LoadU(df, c.logit + e * kpad + j), mv))));
-    const VF lse_u = hn::Set(df, m + std::log(hn::GetLane(hn::SumOfLanes(df, sum))));
-    const VF nh = hn::Set(df, static_cast<float>(c.shared ? c.Hq : c.G));
-    const VF w = hn::Set(df, (c.dkl.empty() ? 1.0f : c.dkl[static_cast<size_t>(tg)]) * c.scale_i);
-    VF acc = hn::Zero(df);
-    for (int64_t e = e0; e < e1; ++e) {
-      for (size_t j = 0; j < slots(e); j += N) {
-        const auto vis = vis_mask(e, j);
-        float* pt = c.target + e * kpad + j;
-        const VF p = hn::Div(hn::LoadU(df, pt), nh);
-        const VF lu = hn::Sub(hn::LoadU(df, c.logit + e * kpad + j), lse_u);
-        const auto live = hn::And(vis, hn::Ne(p, hn::Zero(df)));  // 0 log 0 = 0
-        acc = hn::Add(acc, hn::IfThenElseZero(live, hn::Mul(p, hn::Sub(hn::Log(df, p), lu))));
-        hn::StoreU(hn::IfThenElseZero(vis, hn::Mul(w, hn::Sub(hn::Exp(df, lu), p))), df, pt);  // d(dkl kl)/d(qi.ki)
-      }
-      const int64_t blk = c.tb.list[static_cast<size_t>(e)];
-      AddWeightedRows(c.target + e * kpad, slots(e), c.ki.data() + c.page(t, blk) * c.Bs * c.Di, Di, Di, dq);
-    }
-    kl[tg] = hn::GetLane(hn::SumOfLanes(df, acc));
-  }, 4);
+  parallel_for(
+      c.T * c.Hs,
+      [&](int64_t tg) {
+        const int64_t t = tg / c.Hs, e0 = c.tb.list_begin[static_cast<size_t>(tg)],
+                      e1 = c.tb.list_begin[static_cast<size_t>(tg) + 1];
+        float* dq = dqi + tg * c.Di;
+        std::fill(dq, dq + Di, 0.0f);
+        kl[tg] = 0.0f;
+        if (e0 == e1) return;
+        const DF df;
+        const size_t N = hn::Lanes(df);
+        auto vis_mask = [&](int64_t e, size_t j) {
+          return hn::FirstN(df, std::min(N, static_cast<size_t>(c.visible(t, c.tb.list[static_cast<size_t>(e)])) - j));
+        };
+        auto slots = [&](int64_t e) { return static_cast<size_t>(c.visible(t, c.tb.list[static_cast<size_t>(e)])); };
+        VF mx = hn::Set(df, kKlNegInf);
+        for (int64_t e = e0; e < e1; ++e)
+          for (size_t j = 0; j < slots(e); j += N)
+            mx = hn::Max(mx,
+                         hn::IfThenElse(vis_mask(e, j), hn::LoadU(df, c.logit + e * kpad + j), hn::Set(df, kKlNegInf)));
+        const float m = hn::GetLane(hn::MaxOfLanes(df, mx));
+        VF sum = hn::Zero(df);
+        const VF mv = hn::Set(df, m);
+        for (int64_t e = e0; e < e1; ++e)
+          for (size_t j = 0; j < slots(e); j += N)
+            sum = hn::Add(sum, hn::IfThenElseZero(vis_mask(e, j),
+                                                  hn::Exp(df, hn::Sub(hn::LoadU(df, c.logit + e * kpad + j), mv))));
+        const VF lse_u = hn::Set(df, m + std::log(hn::GetLane(hn::SumOfLanes(df, sum))));
+        const VF nh = hn::Set(df, static_cast<float>(c.shared ? c.Hq : c.G));
+        const VF w = hn::Set(df, (c.dkl.empty() ? 1.0f : c.dkl[static_cast<size_t>(tg)]) * c.scale_i);
+        VF acc = hn::Zero(df);
+        for (int64_t e = e0; e < e1; ++e) {
+          for (size_t j = 0; j < slots(e); j += N) {
+            const auto vis = vis_mask(e, j);
+            float* pt = c.target + e * kpad + j;
+            const VF p = hn::Div(hn::LoadU(df, pt), nh);
+            const VF lu = hn::Sub(hn::LoadU(df, c.logit + e * kpad + j), lse_u);
+            const auto live = hn::And(vis, hn::Ne(p, hn::Zero(df)));  // 0 log 0 = 0
+            acc = hn::Add(acc, hn::IfThenElseZero(live, hn::Mul(p, hn::Sub(hn::Log(df, p), lu))));
+            hn::StoreU(hn::IfThenElseZero(vis, hn::Mul(w, hn::Sub(hn::Exp(df, lu), p))), df, pt);  // d(dkl kl)/d(qi.ki)
+          }
+          const int64_t blk = c.tb.list[static_cast<size_t>(e)];
+          AddWeightedRows(c.target + e * kpad, slots(e), c.ki.data() + c.page(t, blk) * c.Bs * c.Di, Di, Di, dq);
+        }
+        kl[tg] = hn::GetLane(hn::SumOfLanes(df, acc));
+      },
+      4);
 }
 
 // Pass 3 for every page.
@@ -291,9 +298,10 @@ HWY_EXPORT(KlKeyGrads);
 void indexer_kl(hal::Stream&, const ops::IndexerKlArgs& a) {
   const char* op = "indexer_kl";
   const bool sparse = a.stage == ops::KlStage::sparse, shared = a.mode == ops::SelectionMode::shared;
-  const cpu_ref::Batch batch = sparse ? cpu_ref::checked_sparse_batch(op, a.q, a.k_cache, a.block_table, a.kv_len,
-                                                                      a.cu_q, a.Qb, a.NQ, a.mode, a.block_idx)
-                                      : cpu_ref::checked_dense_batch(op, a.q, a.k_cache, a.block_table, a.kv_len, a.cu_q);
+  const cpu_ref::Batch batch = sparse
+                                   ? cpu_ref::checked_sparse_batch(op, a.q, a.k_cache, a.block_table, a.kv_len, a.cu_q,
+                                                                   a.Qb, a.NQ, a.mode, a.block_idx)
+                                   : cpu_ref::checked_dense_batch(op, a.q, a.k_cache, a.block_table, a.kv_len, a.cu_q);
   KlInputs c;
   c.T = a.q.dim(0), c.Hq = a.q.dim(1), c.D = a.q.dim(2), c.P = a.k_cache.dim(0), c.Hkv = a.k_cache.dim(1);
   c.Bs = a.k_cache.dim(2), c.Hs = a.qi.dim(1), c.Di = a.qi.dim(2), c.G = c.Hq / c.Hkv;

@@ -36,10 +36,10 @@ struct IndexerPlan {
   hal::DType k_dtype = hal::DType::bf16;
   const void* qi = nullptr;
   const void* ki = nullptr;
-  const float* ki_scale = nullptr;  // fp8 keys: per-token f32 scales [P][Bs], null = 1
+  const float* ki_scale = nullptr;          // fp8 keys: per-token f32 scales [P][Bs], null = 1
   const uint8_t* ki_group_scale = nullptr;  // NVFP4 keys: e4m3 scales [P][Bs][Di/16]
   const int32_t* block_table = nullptr;
-  float* score = nullptr;           // [NQ][Hi][max_blocks]
+  float* score = nullptr;  // [NQ][Hi][max_blocks]
   int64_t max_blocks = 0, Hi = 0, Di = 0, Bs = 0;
   float scale = 1.0f;
   bool pool_lse = false;

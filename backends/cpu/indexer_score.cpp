@@ -64,17 +64,29 @@ HWY_INLINE void PoolLanes(const float* HWY_RESTRICT s, size_t lds, size_t nk, fl
 }
 
 // Pooled values of one key tile (k [nk][Di] f32) for every row of a GEMM-style group.
-HWY_INLINE void ScoreTileRows(const float* qt, size_t rpad, const float* lim, const float* k, size_t nk,
-                              size_t Di, float kpos0, bool lse, float* s, float* pooled) {
+HWY_INLINE void ScoreTileRows(const float* qt, size_t rpad, const float* lim, const float* k, size_t nk, size_t Di,
+                              float kpos0, bool lse, float* s, float* pooled) {
   const size_t N = hn::Lanes(DF());
   const size_t lds = kTileVecs * N;
   for (size_t r0 = 0; r0 < rpad; r0 += kTileVecs * N) {
     const size_t nv = std::min<size_t>(kTileVecs, (rpad - r0) / N);
     switch (nv) {
-      case 1: QkTile<1>(qt + r0, rpad, k, nk, Di, s, lds); PoolLanes<1>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0); break;
-      case 2: QkTile<2>(qt + r0, rpad, k, nk, Di, s, lds); PoolLanes<2>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0); break;
-      case 3: QkTile<3>(qt + r0, rpad, k, nk, Di, s, lds); PoolLanes<3>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0); break;
-      default: QkTile<4>(qt + r0, rpad, k, nk, Di, s, lds); PoolLanes<4>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0); break;
+      case 1:
+        QkTile<1>(qt + r0, rpad, k, nk, Di, s, lds);
+        PoolLanes<1>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0);
+        break;
+      case 2:
+        QkTile<2>(qt + r0, rpad, k, nk, Di, s, lds);
+        PoolLanes<2>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0);
+        break;
+      case 3:
+        QkTile<3>(qt + r0, rpad, k, nk, Di, s, lds);
+        PoolLanes<3>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0);
+        break;
+      default:
+        QkTile<4>(qt + r0, rpad, k, nk, Di, s, lds);
+        PoolLanes<4>(s, lds, nk, kpos0, lim + r0, lse, pooled + r0);
+        break;
     }
   }
 }
@@ -173,17 +185,25 @@ HWY_INLINE void DotRows(const float* HWY_RESTRICT q, size_t rows, const T* HWY_R
   for (size_t r0 = 0; r0 < rows; r0 += 4) {
     float* l = logit + r0 * ldl;
     switch (std::min<size_t>(4, rows - r0)) {
-      case 1: DotLogits<1>(q + r0 * Di, k, nk, Di, kscale, l, ldl); break;
-      case 2: DotLogits<2>(q + r0 * Di, k, nk, Di, kscale, l, ldl); break;
-      case 3: DotLogits<3>(q + r0 * Di, k, nk, Di, kscale, l, ldl); break;
-      default: DotLogits<4>(q + r0 * Di, k, nk, Di, kscale, l, ldl); break;
+      case 1:
+        DotLogits<1>(q + r0 * Di, k, nk, Di, kscale, l, ldl);
+        break;
+      case 2:
+        DotLogits<2>(q + r0 * Di, k, nk, Di, kscale, l, ldl);
+        break;
+      case 3:
+        DotLogits<3>(q + r0 * Di, k, nk, Di, kscale, l, ldl);
+        break;
+      default:
+        DotLogits<4>(q + r0 * Di, k, nk, Di, kscale, l, ldl);
+        break;
     }
   }
 }
 
 // pooled[r] = the pooled logits s[r][0, n) of each row, n = its visible keys among nk.
-HWY_INLINE void PoolDotRows(const float* s, size_t lds, size_t rows, const float* lim, float kpos0, size_t nk,
-                            bool lse, float* pooled) {
+HWY_INLINE void PoolDotRows(const float* s, size_t lds, size_t rows, const float* lim, float kpos0, size_t nk, bool lse,
+                            float* pooled) {
   for (size_t r = 0; r < rows; ++r) {
     const float visible = lim[r] + 1.0f - kpos0;  // keys of this row in the block
     const size_t n = visible <= 0.0f ? 0 : std::min(nk, static_cast<size_t>(visible));
@@ -217,7 +237,10 @@ void RunTask(const IndexerPlan& p, const IndexerPlan::Task& task) {
       const size_t src = (static_cast<size_t>(t) * Hi + h) * Di;
       for (size_t d = 0; d < Di; ++d) {
         const float x = hal::load_as_f32(p.q_dtype, p.qi, src + d) * p.scale;
-        if (dot) q[r * Di + d] = x; else q[d * rpad + r] = x;
+        if (dot)
+          q[r * Di + d] = x;
+        else
+          q[d * rpad + r] = x;
       }
       lim[r] = static_cast<float>(seq.pos0 + (t - seq.q_begin));
     }
@@ -245,13 +268,13 @@ void RunTask(const IndexerPlan& p, const IndexerPlan::Task& task) {
     const int64_t page = p.block_table[grp.seq * p.max_blocks + c];
     const float kpos0 = static_cast<float>(c * p.Bs);
     // Keys past the group's last query are never valid: do not read them.
-    const size_t nk = static_cast<size_t>(std::min<int64_t>(
-        std::min<int64_t>(p.Bs, seq.kv_len - c * p.Bs), static_cast<int64_t>(max_lim) + 1 - c * p.Bs));
+    const size_t nk = static_cast<size_t>(std::min<int64_t>(std::min<int64_t>(p.Bs, seq.kv_len - c * p.Bs),
+                                                            static_cast<int64_t>(max_lim) + 1 - c * p.Bs));
     if constexpr (kFp4) {
       // Only the nk rows read below have their scales converted (slack scales may be NaN).
       const uint8_t* kb = static_cast<const uint8_t*>(p.ki) + static_cast<size_t>(page) * Bs * (Di / 2);
-      ConvertRow(reinterpret_cast<const Fp8E4m3*>(p.ki_group_scale + static_cast<size_t>(page) * Bs * G), nk * G,
-                 0.5f, gmul);
+      ConvertRow(reinterpret_cast<const Fp8E4m3*>(p.ki_group_scale + static_cast<size_t>(page) * Bs * G), nk * G, 0.5f,
+                 gmul);
       if (dot) {
         // Logits of row r go to s[r][Bs]; each run of rows is decoded once for all rows.
         for (size_t j0 = 0; j0 < nk; j0 += run_rows) {
@@ -299,10 +322,18 @@ void RunIndexerPlan(const IndexerPlan& p) {
   parallel_for(static_cast<int64_t>(p.tasks.size()), [&](int64_t i) {
     const IndexerPlan::Task& t = p.tasks[static_cast<size_t>(i)];
     switch (p.k_dtype) {
-      case hal::DType::f32: RunTask<float>(p, t); break;
-      case hal::DType::fp8_e4m3: RunTask<Fp8E4m3>(p, t); break;
-      case hal::DType::fp4_e2m1x2: RunTask<Nvfp4Key>(p, t); break;
-      default: RunTask<hwy::bfloat16_t>(p, t); break;
+      case hal::DType::f32:
+        RunTask<float>(p, t);
+        break;
+      case hal::DType::fp8_e4m3:
+        RunTask<Fp8E4m3>(p, t);
+        break;
+      case hal::DType::fp4_e2m1x2:
+        RunTask<Nvfp4Key>(p, t);
+        break;
+      default:
+        RunTask<hwy::bfloat16_t>(p, t);
+        break;
     }
   });
 }
@@ -328,8 +359,8 @@ void indexer_score(hal::Stream&, const ops::IndexerScoreArgs& a) {
   p.k_dtype = a.ki_cache.dtype;
   p.qi = a.qi.data<const void>();
   p.ki = a.ki_cache.data<const void>();
-  p.ki_scale = a.ki_scale.present() && a.ki_cache.dtype == hal::DType::fp8_e4m3 ? a.ki_scale.data<const float>()
-                                                                                 : nullptr;
+  p.ki_scale =
+      a.ki_scale.present() && a.ki_cache.dtype == hal::DType::fp8_e4m3 ? a.ki_scale.data<const float>() : nullptr;
   p.ki_group_scale = a.ki_cache.dtype == hal::DType::fp4_e2m1x2 ? a.ki_scale.data<const uint8_t>() : nullptr;
   p.block_table = a.block_table.data<const int32_t>();
   p.score = a.block_score.data<float>();
@@ -355,16 +386,13 @@ void indexer_score(hal::Stream&, const ops::IndexerScoreArgs& a) {
       g.qb_begin = n;
       g.t_begin = p.batch.qblocks[static_cast<size_t>(n)].t_begin;
       ++n;
-      while (n < s.qb_begin + s.n_qb &&
-             p.batch.qblocks[static_cast<size_t>(n)].t_end - g.t_begin <= max_tok)
-        ++n;
+      while (n < s.qb_begin + s.n_qb && p.batch.qblocks[static_cast<size_t>(n)].t_end - g.t_begin <= max_tok) ++n;
       g.qb_end = n;
       const QBlock& last = p.batch.qblocks[static_cast<size_t>(n - 1)];
       g.t_end = last.t_end;
       g.n_blocks = last.p1 / p.Bs + 1;
       g.n_chunks = ceil_div(g.n_blocks, kIdxChunkBlocks);
-      for (int64_t c = 0; c < g.n_chunks; ++c)
-        p.tasks.push_back({static_cast<int64_t>(p.groups.size()), c});
+      for (int64_t c = 0; c < g.n_chunks; ++c) p.tasks.push_back({static_cast<int64_t>(p.groups.size()), c});
       p.groups.push_back(g);
     }
   }

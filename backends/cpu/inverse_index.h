@@ -30,7 +30,8 @@ struct InverseIndex {
     for (size_t i = 1; i < begin.size(); ++i) begin[i] += begin[i - 1];
     std::vector<int64_t> fill(begin.begin(), begin.end() - 1);
     entry.resize(static_cast<size_t>(n));
-    for (int64_t e = 0; e < n; ++e) entry[static_cast<size_t>(fill[static_cast<size_t>(bucket[static_cast<size_t>(e)])]++)] = e;
+    for (int64_t e = 0; e < n; ++e)
+      entry[static_cast<size_t>(fill[static_cast<size_t>(bucket[static_cast<size_t>(e)])]++)] = e;
   }
 };
 

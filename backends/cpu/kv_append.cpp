@@ -44,48 +44,51 @@ void kv_append(hal::Stream&, const ops::KvAppendArgs& a) {
   const auto* v_src = a.v.data<const uint8_t>();
   auto* k_dst = a.k_cache.data<uint8_t>();
   auto* v_dst = a.v_cache.data<uint8_t>();
-  parallel_for(T, [&](int64_t t) {
-    const int64_t b = tok_seq[static_cast<size_t>(t)];
-    if (b < 0) return;
-    const SeqInfo& s = batch.seqs[static_cast<size_t>(b)];
-    const int64_t pos = s.pos0 + (t - s.q_begin);
-    const int64_t page = bt[b * mb + pos / Bs], slot = pos % Bs;
-    for (int64_t h = 0; h < Hkv; ++h) {
-      const size_t src = static_cast<size_t>(t * Hkv + h) * row_bytes;
-      const size_t dst = static_cast<size_t>((page * Hkv + h) * Bs + slot) * row_bytes;
-      std::memcpy(k_dst + dst, k_src + src, row_bytes);
-      std::memcpy(v_dst + dst, v_src + src, row_bytes);
-    }
-    if (!with_ki) return;
-    const auto* ki = a.ki.data<const uint8_t>();
-    if (a.ki_cache.dtype == hal::DType::fp4_e2m1x2) {  // NVFP4: codes + e4m3 scale per 16 dims
-      constexpr int kG = hal::kNvfp4Group;
-      const int64_t row = page * Bs + slot, G = Di / kG;
-      uint8_t* codes = a.ki_cache.data<uint8_t>() + row * (Di / 2);
-      uint8_t* scales = a.ki_scale.data<uint8_t>() + row * G;
-      float x[kG];
-      for (int64_t g = 0; g < G; ++g) {
-        for (int i = 0; i < kG; ++i)
-          x[i] = hal::load_as_f32(a.ki.dtype, ki, static_cast<size_t>(t * Di + g * kG + i));
-        hal::quantize_nvfp4_group(x, codes + g * (kG / 2), scales + g);
-      }
-      return;
-    }
-    float scale = 1.0f;
-    if (fp8 && with_scale) {
-      float amax = 0.0f;
-      for (int64_t d = 0; d < Di; ++d)
-        amax = std::max(amax, std::fabs(hal::load_as_f32(a.ki.dtype, ki, static_cast<size_t>(t * Di + d))));
-      if (amax > 0.0f) scale = amax / 448.0f;
-    }
-    const int64_t dst_row = (page * Bs + slot) * Di;
-    for (int64_t d = 0; d < Di; ++d) {
-      const float x = hal::load_as_f32(a.ki.dtype, ki, static_cast<size_t>(t * Di + d));
-      hal::store_from_f32(a.ki_cache.dtype, a.ki_cache.data<uint8_t>(), static_cast<size_t>(dst_row + d),
-                          fp8 && with_scale ? x / scale : x);
-    }
-    if (with_scale) a.ki_scale.data<float>()[page * Bs + slot] = scale;
-  }, 16);
+  parallel_for(
+      T,
+      [&](int64_t t) {
+        const int64_t b = tok_seq[static_cast<size_t>(t)];
+        if (b < 0) return;
+        const SeqInfo& s = batch.seqs[static_cast<size_t>(b)];
+        const int64_t pos = s.pos0 + (t - s.q_begin);
+        const int64_t page = bt[b * mb + pos / Bs], slot = pos % Bs;
+        for (int64_t h = 0; h < Hkv; ++h) {
+          const size_t src = static_cast<size_t>(t * Hkv + h) * row_bytes;
+          const size_t dst = static_cast<size_t>((page * Hkv + h) * Bs + slot) * row_bytes;
+          std::memcpy(k_dst + dst, k_src + src, row_bytes);
+          std::memcpy(v_dst + dst, v_src + src, row_bytes);
+        }
+        if (!with_ki) return;
+        const auto* ki = a.ki.data<const uint8_t>();
+        if (a.ki_cache.dtype == hal::DType::fp4_e2m1x2) {  // NVFP4: codes + e4m3 scale per 16 dims
+          constexpr int kG = hal::kNvfp4Group;
+          const int64_t row = page * Bs + slot, G = Di / kG;
+          uint8_t* codes = a.ki_cache.data<uint8_t>() + row * (Di / 2);
+          uint8_t* scales = a.ki_scale.data<uint8_t>() + row * G;
+          float x[kG];
+          for (int64_t g = 0; g < G; ++g) {
+            for (int i = 0; i < kG; ++i)
+              x[i] = hal::load_as_f32(a.ki.dtype, ki, static_cast<size_t>(t * Di + g * kG + i));
+            hal::quantize_nvfp4_group(x, codes + g * (kG / 2), scales + g);
+          }
+          return;
+        }
+        float scale = 1.0f;
+        if (fp8 && with_scale) {
+          float amax = 0.0f;
+          for (int64_t d = 0; d < Di; ++d)
+            amax = std::max(amax, std::fabs(hal::load_as_f32(a.ki.dtype, ki, static_cast<size_t>(t * Di + d))));
+          if (amax > 0.0f) scale = amax / 448.0f;
+        }
+        const int64_t dst_row = (page * Bs + slot) * Di;
+        for (int64_t d = 0; d < Di; ++d) {
+          const float x = hal::load_as_f32(a.ki.dtype, ki, static_cast<size_t>(t * Di + d));
+          hal::store_from_f32(a.ki_cache.dtype, a.ki_cache.data<uint8_t>(), static_cast<size_t>(dst_row + d),
+                              fp8 && with_scale ? x / scale : x);
+        }
+        if (with_scale) a.ki_scale.data<float>()[page * Bs + slot] = scale;
+      },
+      16);
 }
 
 }  // namespace msa::cpu

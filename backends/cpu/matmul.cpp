@@ -25,8 +25,8 @@ constexpr int kNR = 4;
 
 // acc[m][n] += sum_k x[m][k] * w[n][k] for m < MR, n < NR over kc elements.
 template <int MR, int NR, typename T>
-HWY_INLINE void DotBlock(const float* HWY_RESTRICT x, size_t ldx, const T* HWY_RESTRICT w, size_t ldw,
-                         size_t kc, float* HWY_RESTRICT acc, size_t lda) {
+HWY_INLINE void DotBlock(const float* HWY_RESTRICT x, size_t ldx, const T* HWY_RESTRICT w, size_t ldw, size_t kc,
+                         float* HWY_RESTRICT acc, size_t lda) {
   const DF df;
   const size_t L = hn::Lanes(df);
   const size_t kv = kc / L * L;
@@ -72,14 +72,18 @@ void MatmulT(const ops::MatmulArgs& a) {
         const bool full_n = n + kNR <= nc;
         size_t m = 0;
         for (; m + kMR <= mc; m += kMR) {
-          if (full_n) DotBlock<kMR, kNR>(xs + m * kc, kc, wb, K, kc, acc + m * kMatN + n, kMatN);
+          if (full_n)
+            DotBlock<kMR, kNR>(xs + m * kc, kc, wb, K, kc, acc + m * kMatN + n, kMatN);
           else
-            for (size_t j = n; j < nc; ++j) DotBlock<kMR, 1>(xs + m * kc, kc, wb + (j - n) * K, K, kc, acc + m * kMatN + j, kMatN);
+            for (size_t j = n; j < nc; ++j)
+              DotBlock<kMR, 1>(xs + m * kc, kc, wb + (j - n) * K, K, kc, acc + m * kMatN + j, kMatN);
         }
         for (; m < mc; ++m) {
-          if (full_n) DotBlock<1, kNR>(xs + m * kc, kc, wb, K, kc, acc + m * kMatN + n, kMatN);
+          if (full_n)
+            DotBlock<1, kNR>(xs + m * kc, kc, wb, K, kc, acc + m * kMatN + n, kMatN);
           else
-            for (size_t j = n; j < nc; ++j) DotBlock<1, 1>(xs + m * kc, kc, wb + (j - n) * K, K, kc, acc + m * kMatN + j, kMatN);
+            for (size_t j = n; j < nc; ++j)
+              DotBlock<1, 1>(xs + m * kc, kc, wb + (j - n) * K, K, kc, acc + m * kMatN + j, kMatN);
         }
       }
     }
@@ -94,9 +98,15 @@ void MatmulT(const ops::MatmulArgs& a) {
 
 void MatmulImpl(const ops::MatmulArgs& a) {
   switch (a.x.dtype) {
-    case hal::DType::bf16: MatmulT<hwy::bfloat16_t>(a); break;
-    case hal::DType::f16: MatmulT<hwy::float16_t>(a); break;
-    default: MatmulT<float>(a); break;
+    case hal::DType::bf16:
+      MatmulT<hwy::bfloat16_t>(a);
+      break;
+    case hal::DType::f16:
+      MatmulT<hwy::float16_t>(a);
+      break;
+    default:
+      MatmulT<float>(a);
+      break;
   }
 }
 

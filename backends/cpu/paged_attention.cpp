@@ -105,8 +105,7 @@ void RunTask(const PagedAttnPlan& p, const PagedAttnPlan::Task& task) {
   }
 
   if (grp.n_chunks > 1) {
-    float* slot = p.partial.data() + grp.part_off +
-                  task.chunk * p.slot_floats(static_cast<int64_t>(g.rows));
+    float* slot = p.partial.data() + grp.part_off + task.chunk * p.slot_floats(static_cast<int64_t>(g.rows));
     std::copy(g.o, g.o + D * g.rpad, slot);
     std::copy(g.m, g.m + 2 * g.rpad, slot + D * g.rpad);  // m then l
     return;
@@ -167,9 +166,15 @@ void RunPlanT(const PagedAttnPlan& p) {
 
 void RunPagedPlan(const PagedAttnPlan& p) {
   switch (p.dtype) {
-    case hal::DType::bf16: RunPlanT<hwy::bfloat16_t>(p); break;
-    case hal::DType::f16: RunPlanT<hwy::float16_t>(p); break;
-    default: RunPlanT<float>(p); break;
+    case hal::DType::bf16:
+      RunPlanT<hwy::bfloat16_t>(p);
+      break;
+    case hal::DType::f16:
+      RunPlanT<hwy::float16_t>(p);
+      break;
+    default:
+      RunPlanT<float>(p);
+      break;
   }
 }
 
@@ -192,8 +197,7 @@ namespace {
 // Fills the shared part of the plan from the common arguments and validates index data.
 void init_plan(PagedAttnPlan& p, const char* op, const hal::Tensor& q, const hal::Tensor& k_cache,
                const hal::Tensor& v_cache, const hal::Tensor& block_table, const hal::Tensor& kv_len,
-               const hal::Tensor& cu_q, int64_t Qb, float scale, const hal::Tensor& out,
-               const hal::Tensor& lse) {
+               const hal::Tensor& cu_q, int64_t Qb, float scale, const hal::Tensor& out, const hal::Tensor& lse) {
   p.dtype = q.dtype;
   p.q = q.data<const void>();
   p.k_cache = k_cache.data<const void>();
@@ -213,8 +217,7 @@ void init_plan(PagedAttnPlan& p, const char* op, const hal::Tensor& q, const hal
   check_block_table(op, p.batch, block_table, k_cache.dim(0));
 }
 
-void add_group(PagedAttnPlan& p, int64_t seq, int64_t hk, int64_t t0, int64_t t1, const int32_t* list,
-               int64_t n_list) {
+void add_group(PagedAttnPlan& p, int64_t seq, int64_t hk, int64_t t0, int64_t t1, const int32_t* list, int64_t n_list) {
   PagedAttnPlan::Group g;
   g.seq = seq;
   g.kv_head = hk;

@@ -32,8 +32,8 @@ namespace msa::cpu {
 namespace {
 
 std::mutex g_mutex;
-int g_override = 0;                       // set_thread_count; 0 = default
-std::unique_ptr<tbb::task_arena> g_arena;  // built lazily for the current count
+int g_override = 0;                            // set_thread_count; 0 = default
+std::unique_ptr<tbb::task_arena> g_arena;      // built lazily for the current count
 std::unique_ptr<tbb::global_control> g_limit;  // lets the arena exceed the core count
 int g_arena_threads = 0;
 

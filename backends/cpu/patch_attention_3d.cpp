@@ -94,9 +94,15 @@ void RunPatchPlan(const PatchPlan& p) {
   parallel_for(static_cast<int64_t>(p.tasks.size()), [&](int64_t i) {
     const PatchPlan::Task& t = p.tasks[static_cast<size_t>(i)];
     switch (p.dtype) {
-      case hal::DType::bf16: RunPatchTask<hwy::bfloat16_t>(p, t); break;
-      case hal::DType::f16: RunPatchTask<hwy::float16_t>(p, t); break;
-      default: RunPatchTask<float>(p, t); break;
+      case hal::DType::bf16:
+        RunPatchTask<hwy::bfloat16_t>(p, t);
+        break;
+      case hal::DType::f16:
+        RunPatchTask<hwy::float16_t>(p, t);
+        break;
+      default:
+        RunPatchTask<float>(p, t);
+        break;
     }
   });
 }
@@ -139,7 +145,8 @@ void patch_attention_3d(hal::Stream&, const ops::PatchAttention3dArgs& a) {
                   at + " = {" + std::to_string(gt) + ", " + std::to_string(gh) + ", " + std::to_string(gw) +
                       "} has a grid dimension < 1");
     const int64_t hw = gh * gw;
-    MSA_CHECK_ARG(gt <= (N - first) / hw, op, "items", at + " needs more tokens than the " + std::to_string(N) + " in q");
+    MSA_CHECK_ARG(gt <= (N - first) / hw, op, "items",
+                  at + " needs more tokens than the " + std::to_string(N) + " in q");
     for (int64_t w0 = 0; w0 < gt; w0 += a.window) {
       const int64_t t0 = first + w0 * hw, t1 = first + std::min<int64_t>(gt, w0 + a.window) * hw;
       for (int64_t h = 0; h < H; ++h)

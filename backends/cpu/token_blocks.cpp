@@ -19,7 +19,8 @@ TokenBlocks::TokenBlocks(const cpu_ref::Batch& batch, int64_t T, const hal::Tens
   }
   std::vector<int64_t> qb_of(static_cast<size_t>(T), 0);
   for (int64_t n = 0; n < batch.nq(); ++n)
-    for (int64_t t = batch.qblocks[static_cast<size_t>(n)].t_begin; t < batch.qblocks[static_cast<size_t>(n)].t_end; ++t)
+    for (int64_t t = batch.qblocks[static_cast<size_t>(n)].t_begin; t < batch.qblocks[static_cast<size_t>(n)].t_end;
+         ++t)
       qb_of[static_cast<size_t>(t)] = n;
   list_begin.assign(1, 0);
   std::vector<int64_t> blocks;

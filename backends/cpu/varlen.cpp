@@ -7,8 +7,8 @@
 
 namespace msa::cpu {
 
-Batch make_batch(const char* op, const hal::Tensor& cu_q, const hal::Tensor& kv_len, int64_t T,
-                 int64_t Bs, int64_t max_blocks, int64_t Qb) {
+Batch make_batch(const char* op, const hal::Tensor& cu_q, const hal::Tensor& kv_len, int64_t T, int64_t Bs,
+                 int64_t max_blocks, int64_t Qb) {
   const int64_t B = kv_len.dim(0);
   MSA_CHECK_ARG(cu_q.dim(0) == B + 1, op, "cu_q", "must have B+1 = " + std::to_string(B + 1) + " entries");
   const int32_t* cq = cu_q.data<const int32_t>();
@@ -21,8 +21,8 @@ Batch make_batch(const char* op, const hal::Tensor& cu_q, const hal::Tensor& kv_
   for (int64_t b = 0; b < B; ++b) {
     const int64_t q0 = cq[b], q1 = cq[b + 1], kv = kl[b];
     MSA_CHECK_ARG(q1 >= q0, op, "cu_q",
-                  "must be non-decreasing, cu_q[" + std::to_string(b + 1) + "] = " + std::to_string(q1) +
-                      " < cu_q[" + std::to_string(b) + "] = " + std::to_string(q0));
+                  "must be non-decreasing, cu_q[" + std::to_string(b + 1) + "] = " + std::to_string(q1) + " < cu_q[" +
+                      std::to_string(b) + "] = " + std::to_string(q0));
     MSA_CHECK_ARG(kv >= q1 - q0 && kv <= max_tokens, op, "kv_len",
                   "kv_len[" + std::to_string(b) + "] = " + std::to_string(kv) + " must be in [q_len = " +
                       std::to_string(q1 - q0) + ", max_blocks * Bs = " + std::to_string(max_tokens) + "]");
@@ -50,9 +50,9 @@ Batch make_batch(const char* op, const hal::Tensor& cu_q, const hal::Tensor& kv_
 }
 
 void check_nq(const char* op, const Batch& batch, int64_t NQ) {
-  MSA_CHECK_ARG(NQ == batch.nq(), op, "NQ",
-                "is " + std::to_string(NQ) + " but cu_q, kv_len and Qb give " + std::to_string(batch.nq()) +
-                    " query blocks");
+  MSA_CHECK_ARG(
+      NQ == batch.nq(), op, "NQ",
+      "is " + std::to_string(NQ) + " but cu_q, kv_len and Qb give " + std::to_string(batch.nq()) + " query blocks");
 }
 
 void check_block_table(const char* op, const Batch& batch, const hal::Tensor& block_table, int64_t P) {

@@ -26,7 +26,7 @@ struct QBlock {
   int64_t seq = 0;      // sequence index b
   int64_t t_begin = 0;  // packed tokens [t_begin, t_end)
   int64_t t_end = 0;
-  int64_t p0 = 0;       // positions of its first and last query
+  int64_t p0 = 0;  // positions of its first and last query
   int64_t p1 = 0;
 };
 
@@ -39,16 +39,15 @@ struct Batch {
 // Reads and validates cu_q [B+1] and kv_len [B]: cu_q[0] == 0, non-decreasing, cu_q[B]
 // == T (unless T < 0), 0 <= q_len <= kv_len <= max_blocks * Bs; numbers the query blocks
 // of size Qb. Throws msa::Error naming "cu_q" or "kv_len".
-Batch make_batch(const char* op, const hal::Tensor& cu_q, const hal::Tensor& kv_len, int64_t T,
-                 int64_t Bs, int64_t max_blocks, int64_t Qb);
+Batch make_batch(const char* op, const hal::Tensor& cu_q, const hal::Tensor& kv_len, int64_t T, int64_t Bs,
+                 int64_t max_blocks, int64_t Qb);
 
 // Throws msa::Error naming "NQ" when it differs from the batch's query block count.
 void check_nq(const char* op, const Batch& batch, int64_t NQ);
 
 // Checks that every block_table entry that can be read (c < n_blocks) is a page id in
 // [0, P). Throws msa::Error naming "block_table".
-void check_block_table(const char* op, const Batch& batch, const hal::Tensor& block_table,
-                       int64_t P);
+void check_block_table(const char* op, const Batch& batch, const hal::Tensor& block_table, int64_t P);
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -23,9 +23,8 @@ void check_block_idx(const char* op, const Batch& batch, const hal::Tensor& bloc
       std::sort(in_range.begin(), in_range.end());
       const auto dup = std::adjacent_find(in_range.begin(), in_range.end());
       MSA_CHECK_ARG(dup == in_range.end(), op, "block_idx",
-                    "block_idx[" + std::to_string(n) + "][" + std::to_string(hs) +
-                        "] lists block " + std::to_string(dup == in_range.end() ? 0 : *dup) +
-                        " more than once");
+                    "block_idx[" + std::to_string(n) + "][" + std::to_string(hs) + "] lists block " +
+                        std::to_string(dup == in_range.end() ? 0 : *dup) + " more than once");
     }
   }
 }
@@ -33,9 +32,8 @@ void check_block_idx(const char* op, const Batch& batch, const hal::Tensor& bloc
 }  // namespace
 
 Batch checked_sparse_batch(const char* op, const hal::Tensor& q, const hal::Tensor& k_cache,
-                           const hal::Tensor& block_table, const hal::Tensor& kv_len,
-                           const hal::Tensor& cu_q, int Qb, int64_t NQ, ops::SelectionMode mode,
-                           const hal::Tensor& block_idx) {
+                           const hal::Tensor& block_table, const hal::Tensor& kv_len, const hal::Tensor& cu_q, int Qb,
+                           int64_t NQ, ops::SelectionMode mode, const hal::Tensor& block_idx) {
   const int64_t T = q.dim(0), Hq = q.dim(1);
   const int64_t P = k_cache.dim(0), Hkv = k_cache.dim(1), Bs = k_cache.dim(2);
   MSA_CHECK_ARG(Hkv > 0 && Hq % Hkv == 0, op, "k_cache",
@@ -43,8 +41,8 @@ Batch checked_sparse_batch(const char* op, const hal::Tensor& q, const hal::Tens
   const bool shared = mode == ops::SelectionMode::shared;
   const int64_t Hs = block_idx.dim(1);
   MSA_CHECK_ARG(Hs == (shared ? 1 : Hkv), op, "block_idx",
-                std::string("selection heads must be ") + (shared ? "1 (shared)" : "Hkv (per_kv_head)") +
-                    ", got " + std::to_string(Hs));
+                std::string("selection heads must be ") + (shared ? "1 (shared)" : "Hkv (per_kv_head)") + ", got " +
+                    std::to_string(Hs));
   Batch batch = make_batch(op, cu_q, kv_len, T, Bs, block_table.dim(1), Qb);
   check_nq(op, batch, NQ);
   MSA_CHECK_ARG(block_idx.dim(0) == batch.nq(), op, "block_idx",
@@ -54,8 +52,8 @@ Batch checked_sparse_batch(const char* op, const hal::Tensor& q, const hal::Tens
   return batch;
 }
 
-void selected_blocks(const Batch& batch, const hal::Tensor& block_idx, int64_t n, int64_t hs,
-                     int64_t Bs, std::vector<int64_t>& blocks) {
+void selected_blocks(const Batch& batch, const hal::Tensor& block_idx, int64_t n, int64_t hs, int64_t Bs,
+                     std::vector<int64_t>& blocks) {
   const QueryBlock& qb = batch.qblocks[static_cast<size_t>(n)];
   const Sequence& s = batch.seqs[static_cast<size_t>(qb.seq)];
   const int64_t K = block_idx.dim(2);
@@ -96,8 +94,8 @@ void for_each_dense_set(const Batch& batch, const hal::Tensor& k_cache, const ha
 }
 
 void for_each_sparse_set(const Batch& batch, const hal::Tensor& k_cache, const hal::Tensor& v_cache,
-                         const hal::Tensor& block_table, const hal::Tensor& block_idx,
-                         ops::SelectionMode mode, const AttendFn& fn) {
+                         const hal::Tensor& block_table, const hal::Tensor& block_idx, ops::SelectionMode mode,
+                         const AttendFn& fn) {
   const bool shared = mode == ops::SelectionMode::shared;
   KvRows kv;
   kv.D = k_cache.dim(3);

@@ -17,14 +17,13 @@ namespace msa::cpu_ref {
 // 1 (shared) or Hkv rows, the batch, NQ, the pages and block_idx (entries in range are
 // distinct). Returns the batch numbered with query blocks of size Qb.
 Batch checked_sparse_batch(const char* op, const hal::Tensor& q, const hal::Tensor& k_cache,
-                           const hal::Tensor& block_table, const hal::Tensor& kv_len,
-                           const hal::Tensor& cu_q, int Qb, int64_t NQ, ops::SelectionMode mode,
-                           const hal::Tensor& block_idx);
+                           const hal::Tensor& block_table, const hal::Tensor& kv_len, const hal::Tensor& cu_q, int Qb,
+                           int64_t NQ, ops::SelectionMode mode, const hal::Tensor& block_idx);
 
 // The logical blocks query block n attends for selection head hs: the entries of
 // block_idx[n][hs] inside [0, n_blocks) that start at or before the block's last position.
-void selected_blocks(const Batch& batch, const hal::Tensor& block_idx, int64_t n, int64_t hs,
-                     int64_t Bs, std::vector<int64_t>& blocks);
+void selected_blocks(const Batch& batch, const hal::Tensor& block_idx, int64_t n, int64_t hs, int64_t Bs,
+                     std::vector<int64_t>& blocks);
 
 // Validates a dense call before any work: Hkv divides Hq, the batch and the pages.
 Batch checked_dense_batch(const char* op, const hal::Tensor& q, const hal::Tensor& k_cache,
@@ -41,7 +40,7 @@ void for_each_dense_set(const Batch& batch, const hal::Tensor& k_cache, const ha
 // Every query token and KV head of a sparse call: the selected blocks (selection head g,
 // or 0 in shared mode, where the rows still come from each query head's KV head).
 void for_each_sparse_set(const Batch& batch, const hal::Tensor& k_cache, const hal::Tensor& v_cache,
-                         const hal::Tensor& block_table, const hal::Tensor& block_idx,
-                         ops::SelectionMode mode, const AttendFn& fn);
+                         const hal::Tensor& block_table, const hal::Tensor& block_idx, ops::SelectionMode mode,
+                         const AttendFn& fn);
 
 }  // namespace msa::cpu_ref

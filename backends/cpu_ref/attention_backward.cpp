@@ -17,8 +17,8 @@ void AttentionGrads::store(const hal::Tensor& dq_out, const hal::Tensor& dk_out,
   }
 }
 
-void backward_heads(const BackwardRows& rows, int64_t t, int64_t h0, int64_t nh, const KvRows& kv,
-                    int64_t limit, double scale, AttentionGrads& grads, std::vector<double>& scratch) {
+void backward_heads(const BackwardRows& rows, int64_t t, int64_t h0, int64_t nh, const KvRows& kv, int64_t limit,
+                    double scale, AttentionGrads& grads, std::vector<double>& scratch) {
   const int64_t H = rows.q.dim(1), D = kv.D, n = kv.rows();
   scratch.resize(static_cast<size_t>(3 * D));
   double* q = scratch.data();

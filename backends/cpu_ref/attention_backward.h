@@ -19,7 +19,8 @@ struct AttentionGrads {
   std::vector<double> dq, dk, dv;
 
   AttentionGrads(int64_t q_elems, int64_t kv_elems)
-      : dq(static_cast<size_t>(q_elems), 0.0), dk(static_cast<size_t>(kv_elems), 0.0),
+      : dq(static_cast<size_t>(q_elems), 0.0),
+        dk(static_cast<size_t>(kv_elems), 0.0),
         dv(static_cast<size_t>(kv_elems), 0.0) {}
   // Writes every element of the three f32 outputs.
   void store(const hal::Tensor& dq_out, const hal::Tensor& dk_out, const hal::Tensor& dv_out) const;
@@ -35,7 +36,7 @@ struct BackwardRows {
 
 // Adds the contributions of query heads h0 .. h0+nh-1 of token t, which attended the
 // rows of `kv` with pos <= limit. `scratch` is reused.
-void backward_heads(const BackwardRows& rows, int64_t t, int64_t h0, int64_t nh, const KvRows& kv,
-                    int64_t limit, double scale, AttentionGrads& grads, std::vector<double>& scratch);
+void backward_heads(const BackwardRows& rows, int64_t t, int64_t h0, int64_t nh, const KvRows& kv, int64_t limit,
+                    double scale, AttentionGrads& grads, std::vector<double>& scratch);
 
 }  // namespace msa::cpu_ref

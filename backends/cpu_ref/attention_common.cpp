@@ -23,8 +23,8 @@ void store_row(const hal::Tensor& out, int64_t off, const double* src, int64_t n
   for (int64_t i = 0; i < n; ++i) store(out, off + i, src[i]);
 }
 
-void KvRows::append(const hal::Tensor& k_src, int64_t src_k_off, const hal::Tensor& v_src,
-                    int64_t src_v_off, int64_t position) {
+void KvRows::append(const hal::Tensor& k_src, int64_t src_k_off, const hal::Tensor& v_src, int64_t src_v_off,
+                    int64_t position) {
   for (int64_t d = 0; d < D; ++d) {
     k.push_back(hal::load_as_f32(k_src.dtype, k_src.data<const uint8_t>(), static_cast<size_t>(src_k_off + d)));
     v.push_back(hal::load_as_f32(v_src.dtype, v_src.data<const uint8_t>(), static_cast<size_t>(src_v_off + d)));
@@ -34,8 +34,8 @@ void KvRows::append(const hal::Tensor& k_src, int64_t src_k_off, const hal::Tens
   v_off.push_back(src_v_off);
 }
 
-void KvRows::append_block(const hal::Tensor& k_cache, const hal::Tensor& v_cache, int64_t page,
-                          int64_t g, int64_t c, int64_t kv_len) {
+void KvRows::append_block(const hal::Tensor& k_cache, const hal::Tensor& v_cache, int64_t page, int64_t g, int64_t c,
+                          int64_t kv_len) {
   const int64_t Hkv = k_cache.dim(1), Bs = k_cache.dim(2);
   const int64_t s_end = std::min((c + 1) * Bs, kv_len);
   for (int64_t s = c * Bs; s < s_end; ++s) {
@@ -44,8 +44,8 @@ void KvRows::append_block(const hal::Tensor& k_cache, const hal::Tensor& v_cache
   }
 }
 
-void attend_rows(const double* q, int64_t nq, const KvRows& kv, int64_t limit, double scale,
-                 double* out, double* lse, std::vector<double>& scratch) {
+void attend_rows(const double* q, int64_t nq, const KvRows& kv, int64_t limit, double scale, double* out, double* lse,
+                 std::vector<double>& scratch) {
   const int64_t D = kv.D, n = kv.rows();
   // scratch: logits [n][nq], then the row maxima [nq], denominators [nq] and the
   // non-finite flags [nq] (docs/spec.md, "Non-finite inputs").
@@ -67,8 +67,10 @@ void attend_rows(const double* q, int64_t nq, const KvRows& kv, int64_t limit, d
       const double l = scale * dot(q + i * D, kr, D);
       logit[r * nq + i] = l;
       // A logit that is NaN or outside float range (an f32 backend's inf) spoils the row.
-      if (!(std::fabs(l) <= kMaxF32)) bad[i] = 1.0;
-      else if (l > m[i]) m[i] = l;
+      if (!(std::fabs(l) <= kMaxF32))
+        bad[i] = 1.0;
+      else if (l > m[i])
+        m[i] = l;
     }
   }
   if (!any) {
@@ -97,9 +99,8 @@ void attend_rows(const double* q, int64_t nq, const KvRows& kv, int64_t limit, d
   }
 }
 
-void attend_heads(const hal::Tensor& q, int64_t t, int64_t h0, int64_t nh, const KvRows& kv,
-                  int64_t limit, double scale, const hal::Tensor& out, const hal::Tensor& lse,
-                  AttendScratch& ws) {
+void attend_heads(const hal::Tensor& q, int64_t t, int64_t h0, int64_t nh, const KvRows& kv, int64_t limit,
+                  double scale, const hal::Tensor& out, const hal::Tensor& lse, AttendScratch& ws) {
   const int64_t H = q.dim(1), D = kv.D, row = t * H + h0;
   ws.q.resize(static_cast<size_t>(nh * D));
   ws.out.resize(static_cast<size_t>(nh * D));

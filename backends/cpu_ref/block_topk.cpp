@@ -51,13 +51,12 @@ void block_topk(hal::Stream&, const ops::BlockTopkArgs& a) {
         // p of the block, which together are one range since p runs over p0 .. p1.
         for (int64_t c = 0; c < std::min<int64_t>(a.n_sink, nvalid); ++c) take(c);
         if (a.n_local > 0)
-          for (int64_t c = std::max<int64_t>(0, qb.p0 / Bs - a.n_local + 1); c <= qb.p1 / Bs; ++c)
-            take(c);
+          for (int64_t c = std::max<int64_t>(0, qb.p0 / Bs - a.n_local + 1); c <= qb.p1 / Bs; ++c) take(c);
         // The host's check k >= n_sink + n_local - 1 + max(1, Qb/Bs) guarantees this for
         // power-of-two Qb and Bs; other sizes can need more.
         MSA_CHECK_ARG(count <= k, op, "k",
-                      std::to_string(count) + " forced blocks in query block " +
-                          std::to_string(n) + " exceed k = " + std::to_string(k));
+                      std::to_string(count) + " forced blocks in query block " + std::to_string(n) +
+                          " exceed k = " + std::to_string(k));
         // Then by descending score: NaN counts as -inf, -inf is never picked, -0 == +0,
         // ties go to the lower index (strict > while scanning upwards).
         while (count < k) {

@@ -21,22 +21,19 @@ inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // Element i of a float tensor (f32, bf16, f16, fp8_e4m3) as double.
 inline double load(const hal::Tensor& t, int64_t i) {
-  return static_cast<double>(
-      hal::load_as_f32(t.dtype, t.data<const uint8_t>(), static_cast<size_t>(i)));
+  return static_cast<double>(hal::load_as_f32(t.dtype, t.data<const uint8_t>(), static_cast<size_t>(i)));
 }
 
 // Stores x into element i of a float tensor. The only rounding is x -> f32 -> dtype
 // (round to nearest even each step); the double-rounding case this allows is far below
 // every tolerance of the contract.
 inline void store(const hal::Tensor& t, int64_t i, double x) {
-  hal::store_from_f32(t.dtype, t.data<uint8_t>(), static_cast<size_t>(i),
-                      static_cast<float>(x));
+  hal::store_from_f32(t.dtype, t.data<uint8_t>(), static_cast<size_t>(i), static_cast<float>(x));
 }
 
 // Resolves scale = 0 to 1/sqrt(dim) rounded to f32, as ops:: does before dispatch.
 inline double resolve_scale(float scale, int64_t dim) {
-  return static_cast<double>(
-      scale != 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))));
+  return static_cast<double>(scale != 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))));
 }
 
 // Dot product in double with four interleaved partial sums: a fixed order (so results are
@@ -74,7 +71,7 @@ struct QueryBlock {
   int64_t seq = 0;      // sequence index b
   int64_t t_begin = 0;  // packed tokens [t_begin, t_end)
   int64_t t_end = 0;
-  int64_t p0 = 0;       // position of the first / last query of the block
+  int64_t p0 = 0;  // position of the first / last query of the block
   int64_t p1 = 0;
 };
 
@@ -89,16 +86,15 @@ struct Batch {
 // cu_q[0] == 0, cu_q non-decreasing, cu_q[B] == T (skipped when T < 0),
 // 0 <= q_len <= kv_len <= max_tokens (max_blocks * Bs), then numbers the query blocks
 // of size Qb (>= 1). Throws msa::Error naming "cu_q" or "kv_len".
-Batch make_batch(const char* op, const hal::Tensor& cu_q, const hal::Tensor& kv_len,
-                 int64_t T, int64_t Bs, int64_t max_blocks, int64_t Qb);
+Batch make_batch(const char* op, const hal::Tensor& cu_q, const hal::Tensor& kv_len, int64_t T, int64_t Bs,
+                 int64_t max_blocks, int64_t Qb);
 
 // Throws msa::Error naming "NQ" when the caller's NQ differs from the batch's count.
 void check_nq(const char* op, const Batch& batch, int64_t NQ);
 
 // Checks every block_table entry that can be read (c < n_blocks of its sequence) is a
 // page id in [0, P). Throws msa::Error naming "block_table".
-void check_block_table(const char* op, const Batch& batch, const hal::Tensor& block_table,
-                       int64_t P);
+void check_block_table(const char* op, const Batch& batch, const hal::Tensor& block_table, int64_t P);
 
 // Page of logical block c of sequence b (validated by check_block_table).
 inline int64_t page_of(const hal::Tensor& block_table, int64_t b, int64_t c) {

@@ -13,8 +13,8 @@ void embedding(hal::Stream&, const ops::EmbeddingArgs& a) {
   const int32_t* ids = a.ids.data<int32_t>();
   for (int64_t t = 0; t < T; ++t)
     MSA_CHECK_ARG(ids[t] >= 0 && ids[t] < V, "embedding", "ids",
-                  "ids[" + std::to_string(t) + "] = " + std::to_string(ids[t]) +
-                      " is outside the table's " + std::to_string(V) + " rows");
+                  "ids[" + std::to_string(t) + "] = " + std::to_string(ids[t]) + " is outside the table's " +
+                      std::to_string(V) + " rows");
   const bool same = a.table.dtype == a.y.dtype;
   const size_t row_bytes = static_cast<size_t>(H) * hal::dtype_size(a.y.dtype);
   for (int64_t t = 0; t < T; ++t) {

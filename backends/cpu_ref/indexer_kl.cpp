@@ -23,10 +23,19 @@ struct Slot {
 class KlKernel {
  public:
   explicit KlKernel(const ops::IndexerKlArgs& a)
-      : a_(a), Hq_(a.q.dim(1)), D_(a.q.dim(2)), Hkv_(a.k_cache.dim(1)), Bs_(a.k_cache.dim(2)),
-        Hs_(a.qi.dim(1)), Di_(a.qi.dim(2)), G_(Hq_ / Hkv_), shared_(a.mode == ops::SelectionMode::shared),
-        scale_(resolve_scale(a.scale, D_)), scale_i_(resolve_scale(a.scale_i, Di_)),
-        dqi_(static_cast<size_t>(a.qi.numel()), 0.0), dki_(static_cast<size_t>(a.ki_cache.numel()), 0.0),
+      : a_(a),
+        Hq_(a.q.dim(1)),
+        D_(a.q.dim(2)),
+        Hkv_(a.k_cache.dim(1)),
+        Bs_(a.k_cache.dim(2)),
+        Hs_(a.qi.dim(1)),
+        Di_(a.qi.dim(2)),
+        G_(Hq_ / Hkv_),
+        shared_(a.mode == ops::SelectionMode::shared),
+        scale_(resolve_scale(a.scale, D_)),
+        scale_i_(resolve_scale(a.scale_i, Di_)),
+        dqi_(static_cast<size_t>(a.qi.numel()), 0.0),
+        dki_(static_cast<size_t>(a.ki_cache.numel()), 0.0),
         kl_(static_cast<size_t>(a.kl.numel()), 0.0) {}
 
   // Appends the valid tokens of logical block c of sequence b (kv_len tokens).

@@ -74,7 +74,7 @@ void indexer_score(hal::Stream&, const ops::IndexerScoreArgs& a) {
       logit.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < s.q_len; ++i) {
         const int64_t pos = s.pos0 + i;
-        if (pos < s0) continue;  // the block is entirely in this query's future
+        if (pos < s0) continue;                       // the block is entirely in this query's future
         const int64_t m = std::min(n, pos - s0 + 1);  // causal: s <= pos
         const int64_t qb = s.qb_begin + pos / a.Qb - s.pos0 / a.Qb;
         for (int64_t j = 0; j < Hi; ++j) {

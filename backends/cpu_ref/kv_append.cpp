@@ -69,10 +69,9 @@ void kv_append(hal::Stream&, const ops::KvAppendArgs& a) {
       }
       const int64_t dst_row = (page * Bs + slot) * Di;
       for (int64_t d = 0; d < Di; ++d) {
-        const float x = hal::load_as_f32(a.ki.dtype, a.ki.data<const uint8_t>(),
-                                         static_cast<size_t>(t * Di + d));
-        hal::store_from_f32(a.ki_cache.dtype, a.ki_cache.data<uint8_t>(),
-                            static_cast<size_t>(dst_row + d), fp8 && with_scale ? x / ki_scale : x);
+        const float x = hal::load_as_f32(a.ki.dtype, a.ki.data<const uint8_t>(), static_cast<size_t>(t * Di + d));
+        hal::store_from_f32(a.ki_cache.dtype, a.ki_cache.data<uint8_t>(), static_cast<size_t>(dst_row + d),
+                            fp8 && with_scale ? x / ki_scale : x);
       }
       if (with_scale) a.ki_scale.data<float>()[page * Bs + slot] = ki_scale;
     }

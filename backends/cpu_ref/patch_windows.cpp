@@ -16,8 +16,8 @@ std::vector<PatchWindow> checked_windows(const char* op, const hal::Tensor& item
     const int64_t gt = it[i * 3], gh = it[i * 3 + 1], gw = it[i * 3 + 2];
     const std::string at = "items[" + std::to_string(i) + "]";
     MSA_CHECK_ARG(gt >= 1 && gh >= 1 && gw >= 1, op, "items",
-                  at + " = {" + std::to_string(gt) + ", " + std::to_string(gh) + ", " +
-                      std::to_string(gw) + "} has a grid dimension < 1");
+                  at + " = {" + std::to_string(gt) + ", " + std::to_string(gh) + ", " + std::to_string(gw) +
+                      "} has a grid dimension < 1");
     // Each factor is < 2^31, so gh * gw fits; bound before the third multiply.
     const int64_t hw = gh * gw;
     const int64_t left = N - first[static_cast<size_t>(i)];
@@ -30,8 +30,8 @@ std::vector<PatchWindow> checked_windows(const char* op, const hal::Tensor& item
   for (int64_t i = 0; i < n_items; ++i) {
     const int64_t gt = it[i * 3], hw = int64_t{it[i * 3 + 1]} * it[i * 3 + 2];
     for (int64_t w0 = 0; w0 < gt; w0 += window)
-      windows.push_back({first[static_cast<size_t>(i)] + w0 * hw,
-                         first[static_cast<size_t>(i)] + std::min(gt, w0 + window) * hw});
+      windows.push_back(
+          {first[static_cast<size_t>(i)] + w0 * hw, first[static_cast<size_t>(i)] + std::min(gt, w0 + window) * hw});
   }
   return windows;
 }

@@ -21,8 +21,7 @@ void rope_3d(hal::Stream&, const ops::Rope3dArgs& a) {
     for (int axis = 0; axis < 3; ++axis)
       for (int64_t j = 0; j < npair; ++j)
         angle[axis * npair + j] = static_cast<double>(pos[n * 3 + axis]) * inv_freq[j];
-    for (int64_t h = 0; h < H; ++h)
-      rotate_half_row(a.x, a.y, (n * H + h) * D, D, 3 * npair, angle.data());
+    for (int64_t h = 0; h < H; ++h) rotate_half_row(a.x, a.y, (n * H + h) * D, D, 3 * npair, angle.data());
   }
 }
 

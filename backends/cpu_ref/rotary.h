@@ -11,8 +11,8 @@ namespace msa::cpu_ref {
 // (j, j + half) is rotated by angle[j] (rotate_half: y_j = x_j cos - x_{j+half} sin,
 // y_{j+half} = x_{j+half} cos + x_j sin); dims from 2*half on are copied. Both values
 // of a pair are read before either is written, so y may be the same memory as x.
-inline void rotate_half_row(const hal::Tensor& x, const hal::Tensor& y, int64_t base,
-                            int64_t D, int64_t half, const double* angle) {
+inline void rotate_half_row(const hal::Tensor& x, const hal::Tensor& y, int64_t base, int64_t D, int64_t half,
+                            const double* angle) {
   for (int64_t j = 0; j < half; ++j) {
     const double x0 = ld(x, base + j), x1 = ld(x, base + j + half);
     const double c = std::cos(angle[j]), s = std::sin(angle[j]);

@@ -14,8 +14,8 @@ void scatter_visual(hal::Stream&, const ops::ScatterVisualArgs& a) {
   int64_t count = 0;
   for (int64_t t = 0; t < T; ++t) count += tokens[t] == a.placeholder ? 1 : 0;
   MSA_CHECK_ARG(count == Nv, "scatter_visual", "vis",
-                "tokens hold " + std::to_string(count) + " placeholders (id " +
-                    std::to_string(a.placeholder) + ") but vis has " + std::to_string(Nv) + " rows");
+                "tokens hold " + std::to_string(count) + " placeholders (id " + std::to_string(a.placeholder) +
+                    ") but vis has " + std::to_string(Nv) + " rows");
   int64_t r = 0;
   for (int64_t t = 0; t < T; ++t) {
     if (tokens[t] != a.placeholder) continue;

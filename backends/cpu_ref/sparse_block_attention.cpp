@@ -9,8 +9,8 @@
 namespace msa::cpu_ref {
 
 void sparse_block_attention(hal::Stream&, const ops::SparseAttentionArgs& a) {
-  const Batch batch = checked_sparse_batch("sparse_block_attention", a.q, a.k_cache, a.block_table, a.kv_len,
-                                           a.cu_q, a.Qb, a.NQ, a.mode, a.block_idx);
+  const Batch batch = checked_sparse_batch("sparse_block_attention", a.q, a.k_cache, a.block_table, a.kv_len, a.cu_q,
+                                           a.Qb, a.NQ, a.mode, a.block_idx);
   const int64_t G = a.q.dim(1) / a.k_cache.dim(1);
   const double scale = resolve_scale(a.scale, a.q.dim(2));
   AttendScratch ws;

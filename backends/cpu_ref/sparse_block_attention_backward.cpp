@@ -11,8 +11,8 @@
 namespace msa::cpu_ref {
 
 void sparse_block_attention_backward(hal::Stream&, const ops::SparseAttentionBackwardArgs& a) {
-  const Batch batch = checked_sparse_batch("sparse_block_attention_backward", a.q, a.k_cache, a.block_table,
-                                           a.kv_len, a.cu_q, a.Qb, a.NQ, a.mode, a.block_idx);
+  const Batch batch = checked_sparse_batch("sparse_block_attention_backward", a.q, a.k_cache, a.block_table, a.kv_len,
+                                           a.cu_q, a.Qb, a.NQ, a.mode, a.block_idx);
   const int64_t G = a.q.dim(1) / a.k_cache.dim(1);
   const double scale = resolve_scale(a.scale, a.q.dim(2));
   AttentionGrads grads(a.q.numel(), a.k_cache.numel());

@@ -14,11 +14,10 @@ namespace msa::MSA_GPU_NS {
 
 }  // namespace msa::MSA_GPU_NS
 
-#define MSA_CUDA_CHECK(call)                                                        \
-  do {                                                                              \
-    cudaError_t msa_err_ = (call);                                                  \
-    if (msa_err_ != cudaSuccess)                                                    \
-      ::msa::MSA_GPU_NS::throw_gpu_error(msa_err_, #call, __FILE__, __LINE__);      \
+#define MSA_CUDA_CHECK(call)                                                                              \
+  do {                                                                                                    \
+    cudaError_t msa_err_ = (call);                                                                        \
+    if (msa_err_ != cudaSuccess) ::msa::MSA_GPU_NS::throw_gpu_error(msa_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 #define MSA_CUDA_CHECK_LAUNCH() MSA_CUDA_CHECK(cudaGetLastError())

@@ -32,8 +32,10 @@ __device__ __forceinline__ float fp8_bits_to_f32(uint8_t u) {
   const uint32_t e = (u >> 3) & 0xfu, m = u & 7u;
   float v;
   if (e == 15 && m == 7) return __uint_as_float(sign | 0x7fc00000u);
-  if (e == 0) v = static_cast<float>(m) * 0.001953125f;  // m * 2^-9
-  else v = __uint_as_float(((e + 120u) << 23) | (m << 20));
+  if (e == 0)
+    v = static_cast<float>(m) * 0.001953125f;  // m * 2^-9
+  else
+    v = __uint_as_float(((e + 120u) << 23) | (m << 20));
   return __uint_as_float(__float_as_uint(v) | sign);
 }
 // Round to nearest even, saturating to +-448, NaN kept.
@@ -48,7 +50,7 @@ __device__ __forceinline__ uint8_t f32_to_fp8_bits(float f) {
   uint32_t bits;
   if (exp < -6) {  // subnormal in e4m3: units of 2^-9
     const float q = a * 512.0f;
-    float r = rintf(q);  // round half to even
+    float r = rintf(q);               // round half to even
     bits = static_cast<uint32_t>(r);  // 0..8 (8 = smallest normal)
   } else {
     // keep 3 mantissa bits, round to nearest even
@@ -56,7 +58,10 @@ __device__ __forceinline__ uint8_t f32_to_fp8_bits(float f) {
     uint32_t keep = mant >> 20, rest = mant & 0xfffffu;
     uint32_t e = static_cast<uint32_t>(exp + 7);
     if (rest > 0x80000u || (rest == 0x80000u && (keep & 1u))) ++keep;
-    if (keep == 8) { keep = 0; ++e; }
+    if (keep == 8) {
+      keep = 0;
+      ++e;
+    }
     bits = (e << 3) | keep;
     if (bits > 0x7eu) bits = 0x7eu;
   }
@@ -81,23 +86,28 @@ __device__ __forceinline__ uint32_t e2m1_code(float x, float s) {
 }
 
 // ---- element type tags ------------------------------------------------------------------
-template <int DT> struct Elem;
-template <> struct Elem<kF32> {
+template <int DT>
+struct Elem;
+template <>
+struct Elem<kF32> {
   using T = float;
   static __device__ __forceinline__ float load(T v) { return v; }
   static __device__ __forceinline__ T store(float f) { return f; }
 };
-template <> struct Elem<kF16> {
+template <>
+struct Elem<kF16> {
   using T = uint16_t;
   static __device__ __forceinline__ float load(T v) { return f16_bits_to_f32(v); }
   static __device__ __forceinline__ T store(float f) { return f32_to_f16_bits(f); }
 };
-template <> struct Elem<kBF16> {
+template <>
+struct Elem<kBF16> {
   using T = uint16_t;
   static __device__ __forceinline__ float load(T v) { return bf16_bits_to_f32(v); }
   static __device__ __forceinline__ T store(float f) { return f32_to_bf16_bits(f); }
 };
-template <> struct Elem<kFP8> {
+template <>
+struct Elem<kFP8> {
   using T = uint8_t;
   static __device__ __forceinline__ float load(T v) { return fp8_bits_to_f32(v); }
   static __device__ __forceinline__ T store(float f) { return f32_to_fp8_bits(f); }
@@ -106,25 +116,41 @@ template <> struct Elem<kFP8> {
 // Runtime-typed element access (for cold paths: a few loads per row).
 __device__ __forceinline__ float load_any(const void* p, int dt, int64_t i) {
   switch (dt) {
-    case kF32: return static_cast<const float*>(p)[i];
-    case kF16: return f16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case kBF16: return bf16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case kFP8: return fp8_bits_to_f32(static_cast<const uint8_t*>(p)[i]);
-    default: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
+    case kF32:
+      return static_cast<const float*>(p)[i];
+    case kF16:
+      return f16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case kBF16:
+      return bf16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case kFP8:
+      return fp8_bits_to_f32(static_cast<const uint8_t*>(p)[i]);
+    default:
+      return static_cast<float>(static_cast<const int32_t*>(p)[i]);
   }
 }
 __device__ __forceinline__ void store_any(void* p, int dt, int64_t i, float v) {
   switch (dt) {
-    case kF32: static_cast<float*>(p)[i] = v; break;
-    case kF16: static_cast<uint16_t*>(p)[i] = f32_to_f16_bits(v); break;
-    case kBF16: static_cast<uint16_t*>(p)[i] = f32_to_bf16_bits(v); break;
-    case kFP8: static_cast<uint8_t*>(p)[i] = f32_to_fp8_bits(v); break;
-    default: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
+    case kF32:
+      static_cast<float*>(p)[i] = v;
+      break;
+    case kF16:
+      static_cast<uint16_t*>(p)[i] = f32_to_f16_bits(v);
+      break;
+    case kBF16:
+      static_cast<uint16_t*>(p)[i] = f32_to_bf16_bits(v);
+      break;
+    case kFP8:
+      static_cast<uint8_t*>(p)[i] = f32_to_fp8_bits(v);
+      break;
+    default:
+      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      break;
   }
 }
 
 // 16 bytes = E elements of type DT, unpacked to floats.
-template <int DT> struct Vec16 {
+template <int DT>
+struct Vec16 {
   static constexpr int E = 16 / static_cast<int>(sizeof(typename Elem<DT>::T));
 };
 template <int DT>

@@ -119,8 +119,8 @@ hal::BufferPtr Device::alloc(size_t bytes) {
     cudaGetLastError();  // clear the (non-sticky) error
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
-    throw Error(name_ + ": out of device memory allocating " + std::to_string(bytes) + " bytes (" + mib(bytes) +
-                "; " + mib(free_b) + " of " + mib(total_b) + " free): " + cudaGetErrorString(err));
+    throw Error(name_ + ": out of device memory allocating " + std::to_string(bytes) + " bytes (" + mib(bytes) + "; " +
+                mib(free_b) + " of " + mib(total_b) + " free): " + cudaGetErrorString(err));
   }
   return std::make_unique<hal::Buffer>(*this, p, bytes, &release_buffer);
 }

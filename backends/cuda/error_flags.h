@@ -9,26 +9,34 @@
 namespace msa::MSA_GPU_NS {
 
 enum ErrorBit : unsigned {
-  kErrPageId = 1u << 0,       // block_table entry outside [0, P)
-  kErrKvLen = 1u << 1,        // kv_len < q_len, < 0, or > max_blocks * Bs
-  kErrCuQ = 1u << 2,          // cu_q not 0-based, decreasing, or past T
-  kErrTokenId = 1u << 3,      // embedding id outside [0, V)
-  kErrPlaceholders = 1u << 4, // scatter_visual: placeholder count != Nv
-  kErrItems = 1u << 5,        // patch_attention_3d: bad grid or total != N
-  kErrNQ = 1u << 6,           // the query blocks implied by cu_q/kv_len != NQ
+  kErrPageId = 1u << 0,        // block_table entry outside [0, P)
+  kErrKvLen = 1u << 1,         // kv_len < q_len, < 0, or > max_blocks * Bs
+  kErrCuQ = 1u << 2,           // cu_q not 0-based, decreasing, or past T
+  kErrTokenId = 1u << 3,       // embedding id outside [0, V)
+  kErrPlaceholders = 1u << 4,  // scatter_visual: placeholder count != Nv
+  kErrItems = 1u << 5,         // patch_attention_3d: bad grid or total != N
+  kErrNQ = 1u << 6,            // the query blocks implied by cu_q/kv_len != NQ
 };
 
 // One line per bit: the argument and what was wrong.
 inline const char* error_bit_text(unsigned bit) {
   switch (bit) {
-    case kErrPageId: return "argument 'block_table': page id out of range [0, P)";
-    case kErrKvLen: return "argument 'kv_len': length < q_len or > max_blocks * Bs";
-    case kErrCuQ: return "argument 'cu_q': not 0-based, decreasing, or not ending at T";
-    case kErrTokenId: return "argument 'ids': token id out of range [0, V)";
-    case kErrPlaceholders: return "argument 'vis': placeholder count in 'tokens' differs from Nv";
-    case kErrItems: return "argument 'items': grid dimension < 1 or patches do not sum to N";
-    case kErrNQ: return "argument 'NQ': differs from the query blocks implied by cu_q and kv_len";
-    default: return "unknown device-side error";
+    case kErrPageId:
+      return "argument 'block_table': page id out of range [0, P)";
+    case kErrKvLen:
+      return "argument 'kv_len': length < q_len or > max_blocks * Bs";
+    case kErrCuQ:
+      return "argument 'cu_q': not 0-based, decreasing, or not ending at T";
+    case kErrTokenId:
+      return "argument 'ids': token id out of range [0, V)";
+    case kErrPlaceholders:
+      return "argument 'vis': placeholder count in 'tokens' differs from Nv";
+    case kErrItems:
+      return "argument 'items': grid dimension < 1 or patches do not sum to N";
+    case kErrNQ:
+      return "argument 'NQ': differs from the query blocks implied by cu_q and kv_len";
+    default:
+      return "unknown device-side error";
   }
 }
 

@@ -16,8 +16,8 @@ namespace msa::MSA_GPU_NS {
 void throw_gpu_error(cudaError_t err, const char* what, const char* file, int line) {
   std::string f = file;
   if (auto slash = f.rfind('/'); slash != std::string::npos) f = f.substr(slash + 1);
-  throw Error(std::string(MSA_VENDOR_NAME) + ": " + what + " failed: " + cudaGetErrorString(err) +
-              " (error " + std::to_string(static_cast<int>(err)) + ", " + f + ":" + std::to_string(line) + ")");
+  throw Error(std::string(MSA_VENDOR_NAME) + ": " + what + " failed: " + cudaGetErrorString(err) + " (error " +
+              std::to_string(static_cast<int>(err)) + ", " + f + ":" + std::to_string(line) + ")");
 }
 
 namespace {
@@ -41,7 +41,8 @@ Event::~Event() {
 
 double Event::elapsed_ms(const hal::Event& start) const {
   const auto* s = dynamic_cast<const Event*>(&start);
-  if (s == nullptr) throw Error(std::string(MSA_VENDOR_NAME) + ": Event::elapsed_ms: start event is not from this backend");
+  if (s == nullptr)
+    throw Error(std::string(MSA_VENDOR_NAME) + ": Event::elapsed_ms: start event is not from this backend");
   float ms = 0.0f;
   MSA_CUDA_CHECK(cudaEventElapsedTime(&ms, s->event_, event_));
   return ms;
@@ -153,7 +154,8 @@ void Stream::synchronize() {
 void* Stream::provided_workspace(size_t bytes) {
   const auto provide = [&](size_t want) {
     void* p = provider_(want);
-    if (p == nullptr && want != 0) throw Error(name_ + ": the workspace provider returned no memory for " + std::to_string(want) + " bytes");
+    if (p == nullptr && want != 0)
+      throw Error(name_ + ": the workspace provider returned no memory for " + std::to_string(want) + " bytes");
     return p;
   };
   const size_t want = std::max<size_t>((bytes + 4095) & ~size_t{4095}, 4096);
@@ -220,8 +222,8 @@ void* Stream::workspace(size_t bytes) {
   if (err != cudaSuccess) {
     cudaGetLastError();
     ws_ = nullptr;
-    throw Error(name_ + ": out of device memory for a workspace of " + std::to_string(want) + " bytes: " +
-                cudaGetErrorString(err));
+    throw Error(name_ + ": out of device memory for a workspace of " + std::to_string(want) +
+                " bytes: " + cudaGetErrorString(err));
   }
   ws_bytes_ = want;
   return ws_;

@@ -16,14 +16,14 @@ namespace msa::MSA_GPU_NS {
 
 // What kernels need to know about the device, read once at open.
 struct DeviceProps {
-  int index = 0;                 // CUDA device ordinal
-  std::string name;              // "NVIDIA H200"
-  int sm_count = 1;              // multiprocessors
+  int index = 0;     // CUDA device ordinal
+  std::string name;  // "NVIDIA H200"
+  int sm_count = 1;  // multiprocessors
   int cc_major = 0, cc_minor = 0;
-  size_t smem_optin = 48 * 1024; // max dynamic shared memory per block after opt-in
+  size_t smem_optin = 48 * 1024;  // max dynamic shared memory per block after opt-in
   size_t l2_bytes = 0;
   size_t memory_bytes = 0;
-  bool native_tier = false;      // tuned CUDA-only kernels allowed (MSA_CUDA_TIER != portable)
+  bool native_tier = false;  // tuned CUDA-only kernels allowed (MSA_CUDA_TIER != portable)
 };
 
 class Event final : public hal::Event {
@@ -48,8 +48,8 @@ class Stream final : public hal::Stream {
   // error flags of this stream's counter slot, so that wrapping a stream allocates
   // nothing (it may happen inside a graph capture); without them, or without a free slot,
   // the stream allocates its own.
-  Stream(std::string device_name, const DeviceProps& props, cudaStream_t external = nullptr,
-         int* flag_pool = nullptr, int* host_flag_pool = nullptr);
+  Stream(std::string device_name, const DeviceProps& props, cudaStream_t external = nullptr, int* flag_pool = nullptr,
+         int* host_flag_pool = nullptr);
   static constexpr int kFlagSlots = 64;
   ~Stream() override;
   Stream(const Stream&) = delete;
@@ -95,7 +95,7 @@ class Stream final : public hal::Stream {
   int* flag_ = nullptr;       // device
   int* host_flag_ = nullptr;  // pinned
   bool owns_flags_ = true;
-  void* ws_ = nullptr;        // from cudaMallocAsync, or from provider_ when set
+  void* ws_ = nullptr;  // from cudaMallocAsync, or from provider_ when set
   size_t ws_bytes_ = 0;
   WorkspaceProvider provider_;
   void* capture_ws_ = nullptr;  // provider_'s scratch for the capture capture_id_

@@ -99,7 +99,8 @@ HipDevice::HipDevice(int index) : name_("hip:" + std::to_string(index)) {
   int pools = 0;
   MSA_CUDA_CHECK(hipDeviceGetAttribute(&pools, hipDeviceAttributeMemoryPoolsSupported, index));
   if (pools == 0)
-    throw Error("device '" + name_ + "': the HIP runtime does not support stream-ordered memory pools here "
+    throw Error("device '" + name_ +
+                "': the HIP runtime does not support stream-ordered memory pools here "
                 "(hipMallocAsync); a newer ROCm is needed");
   hipMemPool_t pool;
   MSA_CUDA_CHECK(hipDeviceGetDefaultMemPool(&pool, index));
@@ -140,8 +141,8 @@ hal::BufferPtr HipDevice::alloc(size_t bytes) {
     (void)hipGetLastError();
     size_t free_b = 0, total_b = 0;
     (void)hipMemGetInfo(&free_b, &total_b);
-    throw Error(name_ + ": out of device memory allocating " + std::to_string(bytes) + " bytes (" + mib(bytes) +
-                "; " + mib(free_b) + " of " + mib(total_b) + " free): " + hipGetErrorString(err));
+    throw Error(name_ + ": out of device memory allocating " + std::to_string(bytes) + " bytes (" + mib(bytes) + "; " +
+                mib(free_b) + " of " + mib(total_b) + " free): " + hipGetErrorString(err));
   }
   return std::make_unique<hal::Buffer>(*this, p, bytes, &release_buffer);
 }

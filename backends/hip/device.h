@@ -14,10 +14,10 @@ namespace msa::hip {
 
 // What HIP says about one device, beyond DeviceProps.
 struct HipProps {
-  std::string arch;   // "gfx90a" (gcnArchName up to the first ':')
+  std::string arch;       // "gfx90a" (gcnArchName up to the first ':')
   std::string full_arch;  // "gfx90a:sramecc+:xnack-"
-  int warp_size = 0;  // hipDeviceProp_t::warpSize: 64 on CDNA/GCN, 32 on RDNA
-  size_t lds_bytes = 0;  // shared memory (LDS) per block
+  int warp_size = 0;      // hipDeviceProp_t::warpSize: 64 on CDNA/GCN, 32 on RDNA
+  size_t lds_bytes = 0;   // shared memory (LDS) per block
 };
 
 class HipDevice final : public hal::Device {

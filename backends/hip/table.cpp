@@ -32,9 +32,8 @@ constexpr int64_t kLdsBytes = 64 * 1024;
     int64_t bytes = 0;
     MSA_DISPATCH_ACT(dt, DT, MSA_DISPATCH_DP(D, DP, bytes = AttnLayout<DT, DP>::BYTES));
     if (bytes > kLdsBytes)
-      return "head dim D = " + std::to_string(D) + " in " + hal::dtype_name(dt) + " needs " +
-             std::to_string(bytes) + " bytes of shared memory per block; an AMD workgroup has " +
-             std::to_string(kLdsBytes) + " (LDS)";
+      return "head dim D = " + std::to_string(D) + " in " + hal::dtype_name(dt) + " needs " + std::to_string(bytes) +
+             " bytes of shared memory per block; an AMD workgroup has " + std::to_string(kLdsBytes) + " (LDS)";
   }
 #endif
   if (D > 128)
@@ -66,7 +65,8 @@ std::string indexer_supports(const ops::IndexerScoreArgs& a) {
   const int64_t Di = a.qi.dim(2);
   if (Di > 128)
     return "indexer head dim Di = " + std::to_string(Di) + " > 128 is not supported by the " MSA_VENDOR_NAME " kernels";
-  if (Di % 16 != 0) return "indexer head dim Di = " + std::to_string(Di) + " must be a multiple of 16 on " MSA_VENDOR_NAME;
+  if (Di % 16 != 0)
+    return "indexer head dim Di = " + std::to_string(Di) + " must be a multiple of 16 on " MSA_VENDOR_NAME;
   // The kernel reads keys in 16-byte chunks: refuse a misaligned view instead of faulting.
   if (a.ki_cache.present() && reinterpret_cast<uintptr_t>(a.ki_cache.data<char>()) % 16 != 0)
     return "ki_cache must start at a 16-byte aligned address on " MSA_VENDOR_NAME;

@@ -193,8 +193,8 @@ void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
 // few rows run as n_split workgroups per row writing f32 partials to the device
 // workspace, merged by attn_combine; otherwise one workgroup per row writes out/lse.
 template <typename Args>
-void paged_attention(hal::Stream& s, const Args& a, const hal::Tensor& block_idx, int Qb, int64_t NQ,
-                     bool shared_mode, hal::OpId op) {
+void paged_attention(hal::Stream& s, const Args& a, const hal::Tensor& block_idx, int Qb, int64_t NQ, bool shared_mode,
+                     hal::OpId op) {
   const char* name = hal::op_name(op);
   const bool sparse = block_idx.present();
   AttentionPC pc{};
@@ -223,8 +223,8 @@ std::string supports_paged(const Args& a, const hal::Tensor& block_idx) {
   const VulkanDevice& dev = device_of(a.q, "q");
   if (std::string why = check_head_dim(a.q.dim(2)); !why.empty()) return why;
   if (a.q.dim(0) * a.q.dim(1) >= (int64_t{1} << 32)) return "T * Hq >= 2^32";
-  return check_bindable(dev, {&a.q, &a.k_cache, &a.v_cache, &a.block_table, &a.kv_len, &a.cu_q,
-                              &block_idx, &a.out, &a.lse});
+  return check_bindable(dev,
+                        {&a.q, &a.k_cache, &a.v_cache, &a.block_table, &a.kv_len, &a.cu_q, &block_idx, &a.out, &a.lse});
 }
 
 }  // namespace
@@ -254,9 +254,7 @@ void dense_attention(hal::Stream& s, const ops::DenseAttentionArgs& a) {
   paged_attention(s, a, hal::Tensor{}, 1, 0, false, hal::OpId::dense_attention);
 }
 
-std::string supports_dense_attention(const ops::DenseAttentionArgs& a) {
-  return supports_paged(a, hal::Tensor{});
-}
+std::string supports_dense_attention(const ops::DenseAttentionArgs& a) { return supports_paged(a, hal::Tensor{}); }
 
 void patch_attention_3d(hal::Stream& s, const ops::PatchAttention3dArgs& a) {
   const char* name = "patch_attention_3d";

@@ -28,8 +28,8 @@ hal::BackendStatus probe() {
       s.cpu_emulated.push_back(c.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
     }
     if (s.devices.empty())
-      s.unavailable_reason = pds.empty() ? "no Vulkan physical device found"
-                                         : "no usable Vulkan device (" + unusable + ")";
+      s.unavailable_reason =
+          pds.empty() ? "no Vulkan physical device found" : "no usable Vulkan device (" + unusable + ")";
   } catch (const std::exception& e) {
     s.unavailable_reason = e.what();
   }

@@ -35,9 +35,8 @@ std::string block_inverse_unsupported(const VulkanDevice& dev, const PagedSelect
   const BlockInverse inv = block_inverse_layout(sel, extra_words);
   if (inv.bytes / 4 >= (uint64_t{1} << 32) || inv.bytes > dev.caps().max_storage_range)
     return "the training kernels' workspace (inverse index of " + std::to_string(sel.entries()) +
-           " selection entries over " + std::to_string(sel.buckets()) + " buckets) needs " +
-           std::to_string(inv.bytes) + " bytes, more than this device's maxStorageBufferRange of " +
-           std::to_string(dev.caps().max_storage_range);
+           " selection entries over " + std::to_string(sel.buckets()) + " buckets) needs " + std::to_string(inv.bytes) +
+           " bytes, more than this device's maxStorageBufferRange of " + std::to_string(dev.caps().max_storage_range);
   return "";
 }
 

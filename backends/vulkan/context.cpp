@@ -11,20 +11,25 @@ namespace msa::vulkan {
 
 std::string Caps::type_name() const {
   switch (type) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
-    default: return "other";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return "CPU";
+    default:
+      return "other";
   }
 }
 
 std::string Caps::describe() const {
   std::ostringstream s;
   s << name << " (" << type_name() << ", Vulkan " << VK_API_VERSION_MAJOR(api_version) << "."
-    << VK_API_VERSION_MINOR(api_version) << ", " << (device_local_bytes >> 20) << " MiB, subgroup "
-    << subgroup_size << ", max binding " << (max_storage_range >> 20) << " MiB"
-    << (storage16 ? "" : ", no 16-bit storage") << (buffer_address ? "" : ", no buffer addresses") << ")";
+    << VK_API_VERSION_MINOR(api_version) << ", " << (device_local_bytes >> 20) << " MiB, subgroup " << subgroup_size
+    << ", max binding " << (max_storage_range >> 20) << " MiB" << (storage16 ? "" : ", no 16-bit storage")
+    << (buffer_address ? "" : ", no buffer addresses") << ")";
   return s.str();
 }
 
@@ -63,8 +68,7 @@ Caps query_caps(VkPhysicalDevice pd) {
   c.subgroup_size = sg.subgroupSize;
   const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT |
                                       VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_BALLOT_BIT;
-  c.subgroup_ops = (sg.supportedOperations & need) == need &&
-                   (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  c.subgroup_ops = (sg.supportedOperations & need) == need && (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
   c.subgroup_shuffle = c.subgroup_ops && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   c.max_storage_range = L.maxStorageBufferRange;
   c.storage_align = L.minStorageBufferOffsetAlignment;

@@ -53,10 +53,10 @@ hal::DeviceInfo VulkanDevice::info() const {
   i.compute_units = 0;  // Vulkan does not expose a core count
   i.details = c.type_name() + ", Vulkan " + std::to_string(VK_API_VERSION_MAJOR(c.api_version)) + "." +
               std::to_string(VK_API_VERSION_MINOR(c.api_version)) + "." +
-              std::to_string(VK_API_VERSION_PATCH(c.api_version)) + ", subgroup " +
-              std::to_string(c.subgroup_size) + ", maxStorageBufferRange " +
-              std::to_string(c.max_storage_range >> 20) + " MiB, shared " + std::to_string(c.max_shared >> 10) +
-              " KiB" + (c.storage16 ? ", 16-bit storage" : "") + (c.float64 ? ", float64" : "");
+              std::to_string(VK_API_VERSION_PATCH(c.api_version)) + ", subgroup " + std::to_string(c.subgroup_size) +
+              ", maxStorageBufferRange " + std::to_string(c.max_storage_range >> 20) + " MiB, shared " +
+              std::to_string(c.max_shared >> 10) + " KiB" + (c.storage16 ? ", 16-bit storage" : "") +
+              (c.float64 ? ", float64" : "");
   return i;
 }
 

@@ -15,8 +15,9 @@ std::string describe_device_errors(uint32_t bits) {
       {kErrIds, "argument 'ids': a token id is outside the table's rows"},
       {kErrItems, "argument 'items': a grid size < 1, or the items' tokens do not sum to N"},
       {kErrPlaceholders, "argument 'vis': the number of placeholder tokens differs from vis's rows"},
-      {kErrLoops, "the Vulkan driver ended a shader's loops early (lavapipe runs at most 65535 loop iterations "
-                  "per shader invocation), so the result is incomplete: split the call or use another device"},
+      {kErrLoops,
+       "the Vulkan driver ended a shader's loops early (lavapipe runs at most 65535 loop iterations "
+       "per shader invocation), so the result is incomplete: split the call or use another device"},
   };
   std::string s;
   for (const auto& b : kBits) {

@@ -18,8 +18,7 @@ VulkanEvent::~VulkanEvent() { vkDestroyQueryPool(ctx_.device, pool_, nullptr); }
 uint64_t VulkanEvent::ticks() const {
   if (!recorded_) throw Error("vulkan: event was never recorded on a stream");
   uint64_t v = 0;
-  const VkResult r = vkGetQueryPoolResults(ctx_.device, pool_, 0, 1, sizeof(v), &v, sizeof(v),
-                                           VK_QUERY_RESULT_64_BIT);
+  const VkResult r = vkGetQueryPoolResults(ctx_.device, pool_, 0, 1, sizeof(v), &v, sizeof(v), VK_QUERY_RESULT_64_BIT);
   if (r == VK_NOT_READY) throw Error("vulkan: event has not completed (synchronize the stream first)");
   check(r, "vkGetQueryPoolResults");
   const uint32_t bits = ctx_.caps.timestamp_bits;

@@ -18,7 +18,7 @@ namespace msa::vulkan {
 
 namespace {
 
-constexpr uint32_t kBlockWgs = 128;             // WGS of indexer_block.comp
+constexpr uint32_t kBlockWgs = 128;  // WGS of indexer_block.comp
 // One KV block per workgroup up to this many workgroups, then runs of blocks: decode
 // (one query per block) gets a grid that grows with the batch and the context. (A fixed
 // total of 512 workgroups gives B = 8 at 32K runs of 4 blocks where B = 1 gets single
@@ -26,7 +26,7 @@ constexpr uint32_t kBlockWgs = 128;             // WGS of indexer_block.comp
 // a workgroup scores a block for one query block, still batches blocks to amortise the
 // batch lookup. MSA_VK_INDEXER_BPW forces the run length (A/B runs).
 constexpr uint64_t kBlockMaxGroups = 65536;
-constexpr uint64_t kBlockMaxRun = 16;           // MAX_BPW of indexer_block.comp
+constexpr uint64_t kBlockMaxRun = 16;  // MAX_BPW of indexer_block.comp
 
 bool is_nvfp4(const hal::Tensor& ki_cache) { return ki_cache.dtype == hal::DType::fp4_e2m1x2; }
 
@@ -104,8 +104,8 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   bp.p.base = pc;
   const uint64_t blocks = uint64_t{pc.NQ} * pc.mb_out;
   const uint64_t forced = env_knob("MSA_VK_INDEXER_BPW", 0);
-  bp.p.bpw = static_cast<uint32_t>(std::clamp<uint64_t>(
-      forced > 0 ? forced : (blocks + kBlockMaxGroups - 1) / kBlockMaxGroups, 1, kBlockMaxRun));
+  bp.p.bpw = static_cast<uint32_t>(
+      std::clamp<uint64_t>(forced > 0 ? forced : (blocks + kBlockMaxGroups - 1) / kBlockMaxGroups, 1, kBlockMaxRun));
   const uint64_t runs = (uint64_t{pc.mb_out} + bp.p.bpw - 1) / bp.p.bpw;
   const uint64_t groups = std::max<uint64_t>(uint64_t{pc.NQ} * runs, min_groups);
   if (by_address)
@@ -125,8 +125,7 @@ std::string supports_indexer_score(const ops::IndexerScoreArgs& a) {
     if (std::string why = check_addressable(dev, a.ki_cache, key_unit(a.ki_cache)); !why.empty()) return why;
     return check_bindable(dev, {&a.qi, &a.ki_scale, &a.block_table, &a.kv_len, &a.cu_q, &a.block_score});
   }
-  return check_bindable(dev, {&a.qi, &a.ki_cache, &a.ki_scale, &a.block_table, &a.kv_len, &a.cu_q,
-                              &a.block_score});
+  return check_bindable(dev, {&a.qi, &a.ki_cache, &a.ki_scale, &a.block_table, &a.kv_len, &a.cu_q, &a.block_score});
 }
 
 void block_topk(hal::Stream& s, const ops::BlockTopkArgs& a) {

@@ -101,7 +101,8 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
 
 std::string supports_indexer_kl(const ops::IndexerKlArgs& a) {
   const VulkanDevice& dev = device_of(a.q, "q");
-  if (a.qi.dim(2) > kMaxDi) return "indexer head dim Di = " + std::to_string(a.qi.dim(2)) + " > " + std::to_string(kMaxDi);
+  if (a.qi.dim(2) > kMaxDi)
+    return "indexer head dim Di = " + std::to_string(a.qi.dim(2)) + " > " + std::to_string(kMaxDi);
   const hal::DType k = a.ki_cache.dtype;
   if (k != hal::DType::f32 && k != hal::DType::bf16)
     return std::string("ki_cache dtype ") + hal::dtype_name(k) + " has no Vulkan indexer_kl kernel";

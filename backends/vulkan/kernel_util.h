@@ -15,12 +15,18 @@ namespace msa::vulkan {
 // "f32", "bf16", "f16", "fp8", "fp4" (the variant suffixes of the shaders).
 inline std::string tag(hal::DType t) {
   switch (t) {
-    case hal::DType::f32: return "f32";
-    case hal::DType::bf16: return "bf16";
-    case hal::DType::f16: return "f16";
-    case hal::DType::fp8_e4m3: return "fp8";
-    case hal::DType::i32: return "i32";
-    case hal::DType::fp4_e2m1x2: return "fp4";
+    case hal::DType::f32:
+      return "f32";
+    case hal::DType::bf16:
+      return "bf16";
+    case hal::DType::f16:
+      return "f16";
+    case hal::DType::fp8_e4m3:
+      return "fp8";
+    case hal::DType::i32:
+      return "i32";
+    case hal::DType::fp4_e2m1x2:
+      return "fp4";
   }
   return "?";
 }

@@ -12,8 +12,8 @@
 
 namespace msa::vulkan {
 
-#define MSA_VK_KERNEL(name, Args)                \
-  void name(hal::Stream&, const ops::Args&);     \
+#define MSA_VK_KERNEL(name, Args)            \
+  void name(hal::Stream&, const ops::Args&); \
   std::string supports_##name(const ops::Args&);
 
 MSA_VK_KERNEL(indexer_score, IndexerScoreArgs)

@@ -51,7 +51,8 @@ void kv_append(hal::Stream& s, const ops::KvAppendArgs& a) {
   if (!a.ki.present() || !a.ki_cache.present()) return;
   const bool fp8 = a.ki_cache.dtype == hal::DType::fp8_e4m3;
   KvAppendKiPC pc{};
-  Launch l(s, "kv_append_ki_" + tag(a.ki.dtype) + "_" + tag(a.ki_cache.dtype) + (fp8 && dev.caps().float64 ? "_f64" : ""),
+  Launch l(s,
+           "kv_append_ki_" + tag(a.ki.dtype) + "_" + tag(a.ki_cache.dtype) + (fp8 && dev.caps().float64 ? "_f64" : ""),
            hal::OpId::kv_append);
   pc.off_ki = l.bind(a.ki, "ki");
   pc.off_bt = l.bind(a.block_table, "block_table");
@@ -86,8 +87,8 @@ std::string supports_kv_append(const ops::KvAppendArgs& a) {
       if (std::string why = check_addressable(dev, *c, 0); !why.empty()) return why;
     return check_bindable(dev, {&a.k, &a.v, &a.ki, &a.block_table, &a.kv_len, &a.cu_q, &a.ki_cache, &a.ki_scale});
   }
-  return check_bindable(dev, {&a.k, &a.v, &a.ki, &a.block_table, &a.kv_len, &a.cu_q, &a.k_cache, &a.v_cache,
-                              &a.ki_cache, &a.ki_scale});
+  return check_bindable(
+      dev, {&a.k, &a.v, &a.ki, &a.block_table, &a.kv_len, &a.cu_q, &a.k_cache, &a.v_cache, &a.ki_cache, &a.ki_scale});
 }
 
 }  // namespace msa::vulkan

@@ -49,8 +49,10 @@ uint32_t Launch::bind(const hal::Tensor& t, const char* what) {
   auto* a = static_cast<Allocation*>(t.buffer->handle());
   if (base + range > a->size) range = a->size - base;
   MSA_CHECK_ARG(range <= dev_.caps().max_storage_range, where, what,
-                t.str() + " spans " + std::to_string(range) + " bytes, more than this device's "
-                "maxStorageBufferRange of " + std::to_string(dev_.caps().max_storage_range));
+                t.str() + " spans " + std::to_string(range) +
+                    " bytes, more than this device's "
+                    "maxStorageBufferRange of " +
+                    std::to_string(dev_.caps().max_storage_range));
   infos_.push_back({a->buffer, base, range});
   return static_cast<uint32_t>(skew / esize);
 }
@@ -75,8 +77,7 @@ void Launch::bind_raw(Allocation* a, uint64_t bytes, uint64_t offset) {
   uint64_t range = bytes < 4 ? 4 : (bytes + 3) / 4 * 4;
   if (offset + range > a->size) range = a->size - offset;
   if (range > dev_.caps().max_storage_range)
-    throw Error(where_ + ": workspace binding of " + std::to_string(range) +
-                " bytes exceeds maxStorageBufferRange");
+    throw Error(where_ + ": workspace binding of " + std::to_string(range) + " bytes exceeds maxStorageBufferRange");
   infos_.push_back({a->buffer, offset, range});
 }
 
@@ -86,8 +87,7 @@ void Launch::run_raw(const void* pc, uint32_t pc_bytes, uint64_t groups) {
   const uint64_t gx = groups < caps.max_groups[0] ? groups : caps.max_groups[0];
   const uint64_t gy = (groups + gx - 1) / gx;
   if (gy > caps.max_groups[1])
-    throw Error(where_ + ": " + std::to_string(groups) +
-                " workgroups exceed this device's dispatch limits");
+    throw Error(where_ + ": " + std::to_string(groups) + " workgroups exceed this device's dispatch limits");
   const auto nb = static_cast<uint32_t>(infos_.size());
   const Pipeline& p = dev_.pipelines().get(shader_, error_word_, nb, pc_bytes);
   VkDescriptorSet set = stream_.allocate_set(p.set_layout, nb);
@@ -118,15 +118,13 @@ bool exceeds_binding(const VulkanDevice& dev, const hal::Tensor& t) {
 bool use_addresses(const VulkanDevice& dev, std::initializer_list<const hal::Tensor*> ts) {
   for (const hal::Tensor* t : ts)
     if (t->present() && exceeds_binding(dev, *t)) return true;
-  return dev.caps().buffer_address &&
-         parse_env_int("MSA_VK_FORCE_BDA", std::getenv("MSA_VK_FORCE_BDA"), 0, 0, 1) != 0;
+  return dev.caps().buffer_address && parse_env_int("MSA_VK_FORCE_BDA", std::getenv("MSA_VK_FORCE_BDA"), 0, 0, 1) != 0;
 }
 
 std::string check_addressable(const VulkanDevice& dev, const hal::Tensor& t, uint64_t unit) {
   const Caps& caps = dev.caps();
   if ((t.dtype == hal::DType::bf16 || t.dtype == hal::DType::f16) && !caps.storage16)
-    return caps.name + " lacks 16-bit storage (storageBuffer16BitAccess) for " + hal::dtype_name(t.dtype) +
-           " tensors";
+    return caps.name + " lacks 16-bit storage (storageBuffer16BitAccess) for " + hal::dtype_name(t.dtype) + " tensors";
   if (!caps.buffer_address)
     return "tensor " + t.str() + " is larger than this device's maxStorageBufferRange (" +
            std::to_string(caps.max_storage_range >> 20) +
@@ -141,8 +139,8 @@ std::string check_bindable(const VulkanDevice& dev, std::initializer_list<const 
   for (const hal::Tensor* t : ts) {
     if (t == nullptr || !t->present()) continue;
     if ((t->dtype == hal::DType::bf16 || t->dtype == hal::DType::f16) && !caps.storage16)
-      return caps.name + " lacks 16-bit storage (storageBuffer16BitAccess) for " +
-             hal::dtype_name(t->dtype) + " tensors";
+      return caps.name + " lacks 16-bit storage (storageBuffer16BitAccess) for " + hal::dtype_name(t->dtype) +
+             " tensors";
     // The range bind() asks for (whole words): NVIDIA's limit is 2^32 - 1, not a multiple
     // of 4, so a tensor within it by up to 3 bytes would pass here and fail there.
     if (exceeds_binding(dev, *t))

@@ -52,7 +52,7 @@ class Launch {
   VulkanStream& stream_;
   VulkanDevice& dev_;
   std::string shader_;
-  std::string where_;  // the op's name (or the internal shader's) in error messages
+  std::string where_;    // the op's name (or the internal shader's) in error messages
   uint32_t error_word_;  // the op's word of the device error flags
   std::vector<VkDescriptorBufferInfo> infos_;
 };

@@ -46,8 +46,7 @@ bool has_layer(const char* name) {
 
 VkInstance create_instance() {
   PFN_vkGetInstanceProcAddr gipa = open_loader();
-  if (gipa == nullptr)
-    throw Error("vulkan: no Vulkan loader (libvulkan.so.1) found; install libvulkan1 and a driver");
+  if (gipa == nullptr) throw Error("vulkan: no Vulkan loader (libvulkan.so.1) found; install libvulkan1 and a driver");
 #define MSA_VK_LOAD_GLOBAL(name) name = reinterpret_cast<PFN_##name>(gipa(nullptr, #name));
   MSA_VK_GLOBAL_FNS(MSA_VK_LOAD_GLOBAL)
 #undef MSA_VK_LOAD_GLOBAL
@@ -55,8 +54,8 @@ VkInstance create_instance() {
   uint32_t version = VK_API_VERSION_1_0;
   if (vkEnumerateInstanceVersion != nullptr) vkEnumerateInstanceVersion(&version);
   if (version < VK_API_VERSION_1_2)
-    throw Error("vulkan: the loader supports only Vulkan " + std::to_string(VK_API_VERSION_MAJOR(version)) +
-                "." + std::to_string(VK_API_VERSION_MINOR(version)) + " (msa needs 1.2)");
+    throw Error("vulkan: the loader supports only Vulkan " + std::to_string(VK_API_VERSION_MAJOR(version)) + "." +
+                std::to_string(VK_API_VERSION_MINOR(version)) + " (msa needs 1.2)");
 
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "msa";
@@ -78,8 +77,8 @@ VkInstance create_instance() {
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
     throw Error("vulkan: no Vulkan driver (ICD) installed or none supports Vulkan 1.2");
   check(r, "vkCreateInstance");
-#define MSA_VK_LOAD_INSTANCE(name)                                   \
-  name = reinterpret_cast<PFN_##name>(gipa(inst, #name));            \
+#define MSA_VK_LOAD_INSTANCE(name)                        \
+  name = reinterpret_cast<PFN_##name>(gipa(inst, #name)); \
   if (name == nullptr) throw Error("vulkan: the loader lacks " #name);
   MSA_VK_INSTANCE_FNS(MSA_VK_LOAD_INSTANCE)
 #undef MSA_VK_LOAD_INSTANCE

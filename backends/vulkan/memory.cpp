@@ -9,8 +9,8 @@ namespace msa::vulkan {
 namespace {
 
 // A memory type allowed by `bits` with all `want` flags, preferring `prefer` as well.
-int find_memory_type(const VkPhysicalDeviceMemoryProperties& mem, uint32_t bits,
-                     VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) {
+int find_memory_type(const VkPhysicalDeviceMemoryProperties& mem, uint32_t bits, VkMemoryPropertyFlags want,
+                     VkMemoryPropertyFlags prefer) {
   int fallback = -1;
   for (uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
     if ((bits & (1u << i)) == 0) continue;
@@ -38,14 +38,12 @@ Allocation* create_allocation(const Context& ctx, uint64_t bytes, MemoryKind kin
   auto fail = [&](const std::string& why) {
     destroy_allocation(ctx, a);
     throw Error("vulkan: cannot allocate " + std::to_string(bytes) + " bytes of " +
-                (kind == MemoryKind::device_local ? "device" : "staging") + " memory on " +
-                ctx.caps.name + ": " + why);
+                (kind == MemoryKind::device_local ? "device" : "staging") + " memory on " + ctx.caps.name + ": " + why);
   };
   const bool addressed = kind == MemoryKind::device_local && ctx.caps.buffer_address;
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = a->size;
-  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   if (addressed) bci.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkResult r = vkCreateBuffer(ctx.device, &bci, nullptr, &a->buffer);

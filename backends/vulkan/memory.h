@@ -14,9 +14,9 @@ namespace msa::vulkan {
 struct Allocation {
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceMemory memory = VK_NULL_HANDLE;
-  uint64_t size = 0;        // bytes of the VkBuffer: the request rounded up to 16 (min 16)
-  void* mapped = nullptr;   // host address (host-visible allocations only)
-  uint64_t address = 0;     // buffer device address (device-local, where caps.buffer_address)
+  uint64_t size = 0;       // bytes of the VkBuffer: the request rounded up to 16 (min 16)
+  void* mapped = nullptr;  // host address (host-visible allocations only)
+  uint64_t address = 0;    // buffer device address (device-local, where caps.buffer_address)
 };
 
 enum class MemoryKind { device_local, host_staging };

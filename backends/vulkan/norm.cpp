@@ -23,8 +23,7 @@ void run_norm(hal::Stream& s, const char* kind, hal::OpId op, const hal::Tensor&
   l.run(pc, pc.M);
 }
 
-std::string supports_norm(const hal::Tensor& x, const hal::Tensor& w, const hal::Tensor& b,
-                          const hal::Tensor& y) {
+std::string supports_norm(const hal::Tensor& x, const hal::Tensor& w, const hal::Tensor& b, const hal::Tensor& y) {
   const VulkanDevice& dev = device_of(x, "x");
   if (y.dtype != x.dtype) return "the Vulkan norms need y of x's dtype";
   if (w.dtype != hal::DType::f32 && w.dtype != x.dtype) return "w must be f32 or x's dtype";

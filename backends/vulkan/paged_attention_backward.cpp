@@ -97,11 +97,12 @@ template <typename Args>
 std::string supports_paged_backward(const Args& a, const hal::Tensor& block_idx, int Qb, int64_t NQ, bool shared,
                                     const char* name) {
   const VulkanDevice& dev = device_of(a.q, "q");
-  if (a.q.dim(2) > kMaxBackwardD) return "head dim D = " + std::to_string(a.q.dim(2)) + " > " + std::to_string(kMaxBackwardD);
+  if (a.q.dim(2) > kMaxBackwardD)
+    return "head dim D = " + std::to_string(a.q.dim(2)) + " > " + std::to_string(kMaxBackwardD);
   if (a.q.dim(0) * a.q.dim(1) >= (int64_t{1} << 32)) return "T * Hq >= 2^32";
   if (a.k_cache.dim(0) * a.k_cache.dim(1) >= (int64_t{1} << 32)) return "P * Hkv >= 2^32";
-  if (std::string why = check_bindable(dev, {&a.dout, &a.q, &a.k_cache, &a.v_cache, &a.block_table, &a.kv_len,
-                                             &a.cu_q, &block_idx, &a.out, &a.lse, &a.dq, &a.dk_cache, &a.dv_cache});
+  if (std::string why = check_bindable(dev, {&a.dout, &a.q, &a.k_cache, &a.v_cache, &a.block_table, &a.kv_len, &a.cu_q,
+                                             &block_idx, &a.out, &a.lse, &a.dq, &a.dk_cache, &a.dv_cache});
       !why.empty())
     return why;
   return block_inverse_unsupported(dev, selection_of(a, block_idx, Qb, NQ, shared, name), delta_words(a.q));

@@ -15,8 +15,7 @@ PipelineCache::~PipelineCache() {
   }
 }
 
-const Pipeline& PipelineCache::get(std::string_view shader, uint32_t err_slot, uint32_t bindings,
-                                   uint32_t push_bytes) {
+const Pipeline& PipelineCache::get(std::string_view shader, uint32_t err_slot, uint32_t bindings, uint32_t push_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string key = std::string(shader) + "#" + std::to_string(err_slot);
   if (auto it = cache_.find(key); it != cache_.end()) {

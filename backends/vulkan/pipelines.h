@@ -31,8 +31,7 @@ class PipelineCache {
   // The pipeline of embedded shader `shader` whose error flags go to word `err_slot`
   // (specialization constant 0). Created on first use; throws msa::Error if the shader
   // is not embedded or the driver rejects it.
-  const Pipeline& get(std::string_view shader, uint32_t err_slot, uint32_t bindings,
-                      uint32_t push_bytes);
+  const Pipeline& get(std::string_view shader, uint32_t err_slot, uint32_t bindings, uint32_t push_bytes);
 
  private:
   const Context& ctx_;

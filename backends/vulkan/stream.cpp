@@ -30,8 +30,8 @@ constexpr uint32_t kCopyUnitsPerGroup = 256 * 4;  // WGS * PER of copy.comp
 void full_barrier(VkCommandBuffer cmd) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT;
   const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
@@ -41,8 +41,8 @@ Allocation* as_alloc(const hal::Tensor& t) { return static_cast<Allocation*>(t.b
 void check_range(const hal::Tensor& t, const char* what) {
   MSA_CHECK_ARG(t.present(), "vulkan stream", what, "tensor is absent");
   MSA_CHECK_ARG(t.offset + t.nbytes() <= t.buffer->bytes(), "vulkan stream", what,
-                "view " + t.str() + " at byte offset " + std::to_string(t.offset) +
-                    " runs past its buffer of " + std::to_string(t.buffer->bytes()) + " bytes");
+                "view " + t.str() + " at byte offset " + std::to_string(t.offset) + " runs past its buffer of " +
+                    std::to_string(t.buffer->bytes()) + " bytes");
 }
 
 }  // namespace
@@ -51,7 +51,7 @@ struct VulkanStream::Batch {
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   VkFence fence = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> pools;
-  size_t pool_index = 0;            // pools[pool_index] is the one being filled
+  size_t pool_index = 0;             // pools[pool_index] is the one being filled
   std::vector<Allocation*> garbage;  // freed when the batch completes
   int commands = 0;
 };
@@ -184,8 +184,7 @@ VkDescriptorSet VulkanStream::allocate_set(VkDescriptorSetLayout layout, uint32_
     VkDescriptorSet set = VK_NULL_HANDLE;
     const VkResult r = vkAllocateDescriptorSets(d, &ai, &set);
     if (r == VK_SUCCESS) return set;
-    if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL)
-      check(r, "vkAllocateDescriptorSets");
+    if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL) check(r, "vkAllocateDescriptorSets");
     ++b.pool_index;  // this pool is full: move to the next (created above if needed)
   }
 }
@@ -312,8 +311,8 @@ void VulkanStream::check_errors() {
   std::string msg;
   for (int op = 0; op < hal::kOpCount; ++op) {
     if (words[op] == 0) continue;
-    msg += (msg.empty() ? "" : " | ") + std::string(hal::op_name(static_cast<hal::OpId>(op))) +
-           ": " + describe_device_errors(words[op]);
+    msg += (msg.empty() ? "" : " | ") + std::string(hal::op_name(static_cast<hal::OpId>(op))) + ": " +
+           describe_device_errors(words[op]);
     words[op] = 0;
   }
   if (!msg.empty()) throw Error(dev_.name() + ": device-side check failed: " + msg);

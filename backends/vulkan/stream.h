@@ -51,8 +51,8 @@ class VulkanStream : public hal::Stream {
  private:
   struct Batch;
   Batch& open_batch();
-  void flush();                 // submits the open batch (if it has commands)
-  void wait_all();              // waits for and recycles every submitted batch
+  void flush();     // submits the open batch (if it has commands)
+  void wait_all();  // waits for and recycles every submitted batch
   void recycle(Batch& b);
   void check_errors();
   void shader_copy(Allocation* dst, uint64_t dst_off, Allocation* src, uint64_t src_off, uint64_t n);

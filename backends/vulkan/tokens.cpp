@@ -59,8 +59,6 @@ void argmax(hal::Stream& s, const ops::ArgmaxArgs& a) {
   l.run(pc, pc.M);
 }
 
-std::string supports_argmax(const ops::ArgmaxArgs& a) {
-  return check_bindable(device_of(a.x, "x"), {&a.x, &a.idx});
-}
+std::string supports_argmax(const ops::ArgmaxArgs& a) { return check_bindable(device_of(a.x, "x"), {&a.x, &a.idx}); }
 
 }  // namespace msa::vulkan

@@ -28,13 +28,13 @@ namespace {
 constexpr int kSlab = 32 * 1024;
 constexpr int kSets = 8;
 
-#define PROBE_CHECK(x)                                                                        \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
+#define PROBE_CHECK(x)                                                                         \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
+      std::exit(1);                                                                            \
+    }                                                                                          \
   } while (0)
 
 // E slabs per CTA, 256 threads: thread t loads 16 bytes at t*16 + 4 KiB * j of each slab.
@@ -97,17 +97,16 @@ __global__ void __launch_bounds__(32) bulk_kernel(const char* pool, const int64_
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(E * kSlab) : "memory");
     for (int e = 0; e < E; ++e) {
       const int s = min(first + e, n - 1);
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-              smem_addr(buf + e * 2048)),
-          "l"(pool + off[s]), "r"(kSlab), "r"(b)
-          : "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                       smem_addr(buf + e * 2048)),
+                   "l"(pool + off[s]), "r"(kSlab), "r"(b)
+                   : "memory");
     }
   }
   __syncwarp();
   asm volatile(
-      "{\n.reg .pred done;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n@!done bra W_%=;\n}\n" ::"r"(
-          b)
+      "{\n.reg .pred done;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n@!done bra W_%=;\n}\n" ::
+          "r"(b)
       : "memory");
   const uint4 v = buf[threadIdx.x * 7 % (E * 2048)];
   if ((v.x ^ v.w) == 0x9e3779b9u) sink[0] = v;
@@ -191,9 +190,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--pool-gib")) pool_gib = std::atof(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--slabs")) n = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+    if (!std::strcmp(argv[i], "--pool-gib"))
+      pool_gib = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--slabs"))
+      n = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--only"))
+      only = argv[i + 1];
     else {
       std::fprintf(stderr, "usage: msa-slab-probe [--pool-gib N] [--slabs N] [--only NAME]\n");
       return 2;
@@ -246,9 +248,12 @@ int main(int argc, char** argv) {
   std::printf("%-12s %-10s %9s %9s %10s %10s\n", "loader", "pattern", "cold_us", "queued_us", "cold_frac",
               "queued_frac");
   std::vector<Loader> loaders = {
-      {"ldg E=1", &ldg_kernel<1>, 1, 256, 0},          {"ldg E=2", &ldg_kernel<2>, 2, 256, 0},
-      {"ldg E=4", &ldg_kernel<4>, 4, 256, 0},          {"cpasync E=1", &cpasync_kernel<1>, 1, 256, kSlab},
-      {"cpasync E=2", &cpasync_kernel<2>, 2, 256, 2 * kSlab}, {"cpasync E=6", &cpasync_kernel<6>, 6, 256, 6 * kSlab},
+      {"ldg E=1", &ldg_kernel<1>, 1, 256, 0},
+      {"ldg E=2", &ldg_kernel<2>, 2, 256, 0},
+      {"ldg E=4", &ldg_kernel<4>, 4, 256, 0},
+      {"cpasync E=1", &cpasync_kernel<1>, 1, 256, kSlab},
+      {"cpasync E=2", &cpasync_kernel<2>, 2, 256, 2 * kSlab},
+      {"cpasync E=6", &cpasync_kernel<6>, 6, 256, 6 * kSlab},
   };
   if (prop.major >= 9) {
     loaders.push_back({"bulk E=1", &bulk_kernel<1>, 1, 32, kSlab});

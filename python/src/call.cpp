@@ -119,8 +119,9 @@ void Call::narrow(Arg& a) const {
   a.narrowed.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     if (src[i] < std::numeric_limits<int32_t>::min() || src[i] > std::numeric_limits<int32_t>::max())
-      throw_arg_error(op_, a.name, "int64 value " + std::to_string(src[i]) + " at flat index " + std::to_string(i) +
-                                       " does not fit int32");
+      throw_arg_error(
+          op_, a.name,
+          "int64 value " + std::to_string(src[i]) + " at flat index " + std::to_string(i) + " does not fit int32");
     a.narrowed[static_cast<size_t>(i)] = static_cast<int32_t>(src[i]);
   }
 }
@@ -136,8 +137,9 @@ hal::Device& Call::bind() {
       continue;
     }
     if (a.view->memory != first->view->memory || a.view->device_id != first->view->device_id)
-      throw_arg_error(op_, a.name, "is on " + a.view->where() + " but '" + std::string(first->name) + "' is on " + first->view->where() +
-                                       " (all tensors of a call share one device)");
+      throw_arg_error(op_, a.name,
+                      "is on " + a.view->where() + " but '" + std::string(first->name) + "' is on " +
+                          first->view->where() + " (all tensors of a call share one device)");
   }
   const bool cuda_memory = first != nullptr && first->view->memory == Memory::cuda;
   if (!backend_.empty()) {
@@ -157,9 +159,10 @@ hal::Device& Call::bind() {
     wrap(*device_);
   } else if (cuda_memory) {
     if (!backend_.empty() && cuda_ordinal(*device_) != first->view->device_id)
-      throw_arg_error(op_, first->name, "is on " + first->view->where() + ", which " + device_->name() +
-                                            " cannot read: move the tensors (.cpu(), .to(...)) or pick backend=\"" +
-                                            first->view->where() + "\"");
+      throw_arg_error(op_, first->name,
+                      "is on " + first->view->where() + ", which " + device_->name() +
+                          " cannot read: move the tensors (.cpu(), .to(...)) or pick backend=\"" +
+                          first->view->where() + "\"");
     wrap(*device_);
     device_->use_native_stream(native_stream(stream_));
     native_stream_ = true;

@@ -29,8 +29,9 @@ TorchHooks& torch_hooks() {
     hooks->looked = true;
     hooks->tensor_type = reinterpret_cast<PyTypeObject*>(torch.attr("Tensor").ptr());
     py::object c = torch.attr("_C");
-    hooks->to_dlpack = py::hasattr(c, "_to_dlpack") ? py::object(c.attr("_to_dlpack"))
-                                                    : py::object(py::module_::import("torch.utils.dlpack").attr("to_dlpack"));
+    hooks->to_dlpack = py::hasattr(c, "_to_dlpack")
+                           ? py::object(c.attr("_to_dlpack"))
+                           : py::object(py::module_::import("torch.utils.dlpack").attr("to_dlpack"));
     hooks->float8_e4m3fn = py::getattr(torch, "float8_e4m3fn", py::none());
     hooks->uint8 = torch.attr("uint8");
   }
@@ -62,8 +63,9 @@ py::object capsule_of(py::handle obj, const std::string& where, const std::strin
     }
   }
   if (!py::hasattr(obj, "__dlpack__"))
-    fail(where, arg, std::string("expected a tensor (torch.Tensor, numpy.ndarray or any DLPack producer), got ") +
-                         Py_TYPE(obj.ptr())->tp_name);
+    fail(where, arg,
+         std::string("expected a tensor (torch.Tensor, numpy.ndarray or any DLPack producer), got ") +
+             Py_TYPE(obj.ptr())->tp_name);
   try {
     return obj.attr("__dlpack__")();
   } catch (py::error_already_set& e) {
@@ -87,11 +89,17 @@ hal::DType dtype_of(const DLDataType& t, bool fp8, ByteRole bytes, bool& int64_i
     if (fp8) return hal::DType::fp8_e4m3;
     if (bytes == ByteRole::nvfp4_codes) return hal::DType::fp4_e2m1x2;
     if (bytes == ByteRole::fp8_bytes) return hal::DType::fp8_e4m3;
-    fail(where, arg, "dtype uint8 is not taken here (uint8 means NVFP4 codes for ki_cache and e4m3 bytes for its ki_scale)");
+    fail(where, arg,
+         "dtype uint8 is not taken here (uint8 means NVFP4 codes for ki_cache and e4m3 bytes for its ki_scale)");
   }
-  std::string name = t.code == kDLFloat ? "float" : t.code == kDLInt ? "int" : t.code == kDLUInt ? "uint" : t.code == kDLBfloat ? "bfloat" : "code " + std::to_string(t.code) + " ";
-  fail(where, arg, "dtype " + name + std::to_string(t.bits) +
-                       " is not supported (float32, bfloat16, float16, float8_e4m3fn, int32; int64 for index tensors on the CPU)");
+  std::string name = t.code == kDLFloat    ? "float"
+                     : t.code == kDLInt    ? "int"
+                     : t.code == kDLUInt   ? "uint"
+                     : t.code == kDLBfloat ? "bfloat"
+                                           : "code " + std::to_string(t.code) + " ";
+  fail(where, arg,
+       "dtype " + name + std::to_string(t.bits) +
+           " is not supported (float32, bfloat16, float16, float8_e4m3fn, int32; int64 for index tensors on the CPU)");
 }
 
 }  // namespace
@@ -127,10 +135,12 @@ TensorView view_of(py::handle obj, const std::string& where, const std::string& 
       v.device_id = t.device.device_id;
       break;
     default:
-      fail(where, arg, "lives on DLPack device type " + std::to_string(t.device.device_type) + " (msa reads CPU and CUDA memory)");
+      fail(where, arg,
+           "lives on DLPack device type " + std::to_string(t.device.device_type) + " (msa reads CPU and CUDA memory)");
   }
   if (t.ndim < 0 || t.ndim > hal::kMaxRank)
-    fail(where, arg, "has " + std::to_string(t.ndim) + " dims (msa tensors have at most " + std::to_string(hal::kMaxRank) + ")");
+    fail(where, arg,
+         "has " + std::to_string(t.ndim) + " dims (msa tensors have at most " + std::to_string(hal::kMaxRank) + ")");
   v.rank = t.ndim;
   int64_t expected = 1;
   bool contiguous = true;
@@ -140,7 +150,8 @@ TensorView view_of(py::handle obj, const std::string& where, const std::string& 
     expected *= t.shape[i];
   }
   // An empty tensor has no layout to get wrong (torch reports arbitrary strides for it).
-  if (!contiguous && expected != 0) fail(where, arg, "is not contiguous (call .contiguous() on it, or numpy.ascontiguousarray)");
+  if (!contiguous && expected != 0)
+    fail(where, arg, "is not contiguous (call .contiguous() on it, or numpy.ascontiguousarray)");
   v.dtype = dtype_of(t.dtype, fp8, bytes, v.int64_index, where, arg);
   if (v.int64_index && v.memory != Memory::host)
     fail(where, arg, "is int64 on " + v.where() + ": msa's index tensors are int32 (pass it as .int())");

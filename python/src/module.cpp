@@ -96,8 +96,9 @@ PYBIND11_MODULE(_C, m) {
   m.attr("__version__") = msa::version();  // of the libmsa loaded
   m.def("devices", &devices, "Every backend msa knows, compiled in or not, and the devices found.");
   m.def("default_host_device", &default_host_device, "The device CPU tensors run on by default.");
-  m.def("open_device", [](const std::string& name) { return cached_device(name).name(); },
-        "Opens (once) the device `name` and returns its canonical name.");
+  m.def(
+      "open_device", [](const std::string& name) { return cached_device(name).name(); },
+      "Opens (once) the device `name` and returns its canonical name.");
   m.def("count_query_blocks", &count_query_blocks, "NQ of a varlen batch from host cu_q and kv_len.");
   m.def("check_errors", &check_errors, "Waits for `stream` of `device` and raises its device-side index errors.");
   m.def("set_workspace_allocator", &set_workspace_allocator,

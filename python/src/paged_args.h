@@ -10,9 +10,14 @@ struct PagedSlots {
   int q, k_cache, v_cache, block_table, kv_len, cu_q;
 };
 
-inline PagedSlots paged_args(Call& c, py::handle q, py::handle k_cache, py::handle v_cache, py::handle block_table, py::handle kv_len, py::handle cu_q) {
-  return {c.arg("q", q, Role::in),           c.arg("k_cache", k_cache, Role::in), c.arg("v_cache", v_cache, Role::in),
-          c.arg("block_table", block_table, Role::in), c.arg("kv_len", kv_len, Role::in), c.arg("cu_q", cu_q, Role::in)};
+inline PagedSlots paged_args(Call& c, py::handle q, py::handle k_cache, py::handle v_cache, py::handle block_table,
+                             py::handle kv_len, py::handle cu_q) {
+  return {c.arg("q", q, Role::in),
+          c.arg("k_cache", k_cache, Role::in),
+          c.arg("v_cache", v_cache, Role::in),
+          c.arg("block_table", block_table, Role::in),
+          c.arg("kv_len", kv_len, Role::in),
+          c.arg("cu_q", cu_q, Role::in)};
 }
 
 template <typename Args>

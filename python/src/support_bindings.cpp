@@ -67,26 +67,27 @@ void bind_support_ops(py::module_& m) {
   });
   m.def("rope_3d", [](Str backend, uint64_t stream, handle x, handle pos, double theta, handle y) {
     const float th = to_float("rope_3d", "theta", theta);
-    run_simple<ops::Rope3dArgs>("rope_3d", backend, stream, {{"x", x}, {"pos", pos}}, "y", y, Role::inout, &ops::rope_3d,
+    run_simple<ops::Rope3dArgs>("rope_3d", backend, stream, {{"x", x}, {"pos", pos}}, "y", y, Role::inout,
+                                &ops::rope_3d,
                                 [&](ops::Rope3dArgs& a, const std::vector<hal::Tensor>& t, hal::Tensor o) {
                                   a.x = t[0], a.pos = t[1], a.theta = th, a.y = o;
                                 });
   });
   m.def("swiglu", [](Str backend, uint64_t stream, handle gate, handle up, handle y) {
-    run_simple<ops::SwigluArgs>("swiglu", backend, stream, {{"gate", gate}, {"up", up}}, "y", y, Role::out, &ops::swiglu,
-                                [](ops::SwigluArgs& a, const std::vector<hal::Tensor>& t, hal::Tensor o) {
+    run_simple<ops::SwigluArgs>("swiglu", backend, stream, {{"gate", gate}, {"up", up}}, "y", y, Role::out,
+                                &ops::swiglu, [](ops::SwigluArgs& a, const std::vector<hal::Tensor>& t, hal::Tensor o) {
                                   a.gate = t[0], a.up = t[1], a.y = o;
                                 });
   });
   m.def("gelu", [](Str backend, uint64_t stream, handle x, handle y) {
-    run_simple<ops::GeluArgs>("gelu", backend, stream, {{"x", x}}, "y", y, Role::out, &ops::gelu,
-                              [](ops::GeluArgs& a, const std::vector<hal::Tensor>& t, hal::Tensor o) { a.x = t[0], a.y = o; });
+    run_simple<ops::GeluArgs>(
+        "gelu", backend, stream, {{"x", x}}, "y", y, Role::out, &ops::gelu,
+        [](ops::GeluArgs& a, const std::vector<hal::Tensor>& t, hal::Tensor o) { a.x = t[0], a.y = o; });
   });
   m.def("add", [](Str backend, uint64_t stream, handle a_in, handle b_in, handle y) {
-    run_simple<ops::AddArgs>("add", backend, stream, {{"a", a_in}, {"b", b_in}}, "y", y, Role::out, &ops::add,
-                             [](ops::AddArgs& a, const std::vector<hal::Tensor>& t, hal::Tensor o) {
-                               a.a = t[0], a.b = t[1], a.y = o;
-                             });
+    run_simple<ops::AddArgs>(
+        "add", backend, stream, {{"a", a_in}, {"b", b_in}}, "y", y, Role::out, &ops::add,
+        [](ops::AddArgs& a, const std::vector<hal::Tensor>& t, hal::Tensor o) { a.a = t[0], a.b = t[1], a.y = o; });
   });
   m.def("embedding", [](Str backend, uint64_t stream, handle table, handle ids, handle y) {
     run_simple<ops::EmbeddingArgs>("embedding", backend, stream, {{"table", table}, {"ids", ids}}, "y", y, Role::out,
@@ -97,17 +98,16 @@ void bind_support_ops(py::module_& m) {
   });
   m.def("scatter_visual", [](Str backend, uint64_t stream, handle tokens, handle vis, handle x, int64_t placeholder) {
     const int p = to_int("scatter_visual", "placeholder", placeholder);
-    run_simple<ops::ScatterVisualArgs>("scatter_visual", backend, stream, {{"tokens", tokens}, {"vis", vis}}, "x", x,
-                                       Role::inout, &ops::scatter_visual,
-                                       [&](ops::ScatterVisualArgs& a, const std::vector<hal::Tensor>& t, hal::Tensor o) {
-                                         a.tokens = t[0], a.vis = t[1], a.placeholder = p, a.x = o;
-                                       });
+    run_simple<ops::ScatterVisualArgs>(
+        "scatter_visual", backend, stream, {{"tokens", tokens}, {"vis", vis}}, "x", x, Role::inout,
+        &ops::scatter_visual, [&](ops::ScatterVisualArgs& a, const std::vector<hal::Tensor>& t, hal::Tensor o) {
+          a.tokens = t[0], a.vis = t[1], a.placeholder = p, a.x = o;
+        });
   });
   m.def("argmax", [](Str backend, uint64_t stream, handle x, handle idx) {
-    run_simple<ops::ArgmaxArgs>("argmax", backend, stream, {{"x", x}}, "idx", idx, Role::out, &ops::argmax,
-                                [](ops::ArgmaxArgs& a, const std::vector<hal::Tensor>& t, hal::Tensor o) {
-                                  a.x = t[0], a.idx = o;
-                                });
+    run_simple<ops::ArgmaxArgs>(
+        "argmax", backend, stream, {{"x", x}}, "idx", idx, Role::out, &ops::argmax,
+        [](ops::ArgmaxArgs& a, const std::vector<hal::Tensor>& t, hal::Tensor o) { a.x = t[0], a.idx = o; });
   });
 }
 

@@ -49,15 +49,18 @@ TEST(NonFinite, AttendedNanOrInfGivesNanRows) {
       }
       Batch q;
       q.q.set(static_cast<size_t>((1 * 4 + 0) * 64 + 2), kNaN);  // query of (t 1, h 0)
-      expect_rows(run(dev, q, sparse), [](int t, int h) { return t == 1 && h == 0; }, tag + " query NaN");
+      expect_rows(
+          run(dev, q, sparse), [](int t, int h) { return t == 1 && h == 0; }, tag + " query NaN");
       Batch big;  // finite inputs whose logits overflow f32 for (t 1, h 3)
       for (int d = 0; d < 64; ++d) big.q.set(static_cast<size_t>((1 * 4 + 3) * 64 + d), 1e30f);
       for (int d = 0; d < 64; ++d) big.k.set(big.at(1, 1, 4, d), 1e30f);
-      expect_rows(run(dev, big, sparse), [](int t, int h) { return t == 1 && h == 3; }, tag + " overflow");
+      expect_rows(
+          run(dev, big, sparse), [](int t, int h) { return t == 1 && h == 3; }, tag + " overflow");
       Batch slack;  // NaN past kv_len (sequence 1 ends at 9): no effect
       slack.k.set(slack.at(1, 0, 12, 0), kNaN);
       slack.v.set(slack.at(1, 0, 12, 0), kNaN);
-      expect_rows(run(dev, slack, sparse), [](int, int) { return false; }, tag + " slack");
+      expect_rows(
+          run(dev, slack, sparse), [](int, int) { return false; }, tag + " slack");
     }
 }
 

@@ -119,16 +119,27 @@ std::vector<OpCase> op_cases() {
   app["ki"] = rnd(DType::f32, {2, 16}, 19);
   app["ki_cache"] = rnd(DType::fp8_e4m3, {4, 8, 16}, 20), app["ki_scale"] = rnd(DType::f32, {4, 8}, 21);
   c.push_back({"kv_append", app, ""});
-  c.push_back({"matmul", {{"x", rnd(DType::f32, {3, 8}, 22)}, {"w", rnd(DType::f32, {5, 8}, 23)}, {"bias", rnd(DType::f32, {5}, 24)}}, ""});
+  c.push_back(
+      {"matmul",
+       {{"x", rnd(DType::f32, {3, 8}, 22)}, {"w", rnd(DType::f32, {5, 8}, 23)}, {"bias", rnd(DType::f32, {5}, 24)}},
+       ""});
   c.push_back({"rms_norm", {{"x", rnd(DType::f16, {3, 8}, 25)}, {"w", rnd(DType::f32, {8}, 26)}}, "-p kind=plain"});
-  c.push_back({"layer_norm", {{"x", rnd(DType::f32, {3, 8}, 27)}, {"w", rnd(DType::f32, {8}, 28)}, {"b", rnd(DType::f32, {8}, 29)}}, ""});
-  c.push_back({"rope", {{"x", rnd(DType::f32, {3, 2, 16}, 30)}, {"pos", ints({3}, {0, 7, 100})}}, "-p rotary_dim=8 -p theta=5e6"});
+  c.push_back({"layer_norm",
+               {{"x", rnd(DType::f32, {3, 8}, 27)}, {"w", rnd(DType::f32, {8}, 28)}, {"b", rnd(DType::f32, {8}, 29)}},
+               ""});
+  c.push_back({"rope",
+               {{"x", rnd(DType::f32, {3, 2, 16}, 30)}, {"pos", ints({3}, {0, 7, 100})}},
+               "-p rotary_dim=8 -p theta=5e6"});
   c.push_back({"rope_3d", {{"x", rnd(DType::f32, {2, 2, 80}, 31)}, {"pos", ints({2, 3}, {0, 1, 2, 3, 0, 1})}}, ""});
   c.push_back({"swiglu", {{"gate", rnd(DType::f32, {3, 8}, 32)}, {"up", rnd(DType::f32, {3, 8}, 33)}}, ""});
   c.push_back({"gelu", {{"x", rnd(DType::bf16, {3, 8}, 34)}}, ""});
   c.push_back({"add", {{"a", rnd(DType::f32, {3, 8}, 35)}, {"b", rnd(DType::f32, {3, 8}, 36)}}, ""});
   c.push_back({"embedding", {{"table", rnd(DType::f32, {10, 8}, 37)}, {"ids", ints({3}, {9, 0, 4})}}, ""});
-  c.push_back({"scatter_visual", {{"tokens", ints({4}, {5, 99, 99, 7})}, {"vis", rnd(DType::f32, {2, 8}, 38)}, {"x", rnd(DType::f32, {4, 8}, 39)}}, "-p placeholder=99"});
+  c.push_back({"scatter_visual",
+               {{"tokens", ints({4}, {5, 99, 99, 7})},
+                {"vis", rnd(DType::f32, {2, 8}, 38)},
+                {"x", rnd(DType::f32, {4, 8}, 39)}},
+               "-p placeholder=99"});
   c.push_back({"argmax", {{"x", rnd(DType::f32, {3, 8}, 40)}}, ""});
   // Training ops: the forward's tensors plus dout, out and lse.
   Tensors bwd = paged;
@@ -261,7 +272,8 @@ TEST(CliDist, LayerOnRanksEqualsOneDevice) {
 
 // `msa run --gpus 2`: head-parallel tiny model, checked step by step against cpu-ref.
 TEST(CliDist, RunHeadParallelPassesCheck) {
-  const Result r = run_cli("run --backend cpu-ref --model tiny --prompt-tokens 300 --gen 3 --batch 2 --gpus 2 --check --quiet");
+  const Result r =
+      run_cli("run --backend cpu-ref --model tiny --prompt-tokens 300 --gen 3 --batch 2 --gpus 2 --check --quiet");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 0 of 2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("check: PASS"), std::string::npos) << r.output;

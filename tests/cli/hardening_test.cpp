@@ -17,8 +17,8 @@ using namespace msa::test::cli;
 
 // A safetensors file whose header nests `depth` arrays (about 2 bytes per level).
 std::string deep_file(const std::string& name, int depth) {
-  const std::string header = R"({"x":{"dtype":"F32","data_offsets":[0,4],"shape":)" + std::string(depth, '[') +
-                             std::string(depth, ']') + "}}";
+  const std::string header =
+      R"({"x":{"dtype":"F32","data_offsets":[0,4],"shape":)" + std::string(depth, '[') + std::string(depth, ']') + "}}";
   const fs::path p = temp_dir() / name;
   std::ofstream f(p, std::ios::binary);
   for (int i = 0; i < 8; ++i) f.put(static_cast<char>(static_cast<uint64_t>(header.size()) >> (8 * i)));
@@ -49,10 +49,11 @@ TEST(CliHardening, DeepNestingAndTooManyRanksExit2) {
   std::ofstream(model / "config.json") << std::string(100000, '[') << std::string(100000, ']');
   expect_exit2(run_cli("run --backend cpu-ref --quiet --model " + model.string()), "deeper than 64 levels");
   // 1000 ranks need 1000 threads; 2 GB of address space cannot hold their stacks.
-  const Result ranks = run_cli("layer --backend cpu-ref --gpus 1000 --parallel context --context 64 --iters 1 "
-                               "--config Hq=2 --config Hkv=1 --config Hi=1 --config D=8 --config Di=8 "
-                               "--config Bs=8 --config k=2",
-                               "ulimit -v 2000000; ");
+  const Result ranks = run_cli(
+      "layer --backend cpu-ref --gpus 1000 --parallel context --context 64 --iters 1 "
+      "--config Hq=2 --config Hkv=1 --config Hi=1 --config D=8 --config Di=8 "
+      "--config Bs=8 --config k=2",
+      "ulimit -v 2000000; ");
   if (ranks.output.find("Sanitizer") != std::string::npos)  // its shadow memory needs more address space
     GTEST_SKIP() << "a sanitizer runtime cannot start under ulimit -v";
   expect_exit2(ranks, "--gpus");
@@ -72,8 +73,8 @@ TEST(CliHardening, WritesReplaceFilesWhole) {
   std::string race;
   const std::string out = (temp_dir() / "race.safetensors").string();
   for (int i = 0; i < 4; ++i) {
-    const std::string f = write("race_in" + std::to_string(i) + ".safetensors",
-                                {{"x", rnd(DType::f32, {256, 256}, 10 + i)}});
+    const std::string f =
+        write("race_in" + std::to_string(i) + ".safetensors", {{"x", rnd(DType::f32, {256, 256}, 10 + i)}});
     const std::string alone = (temp_dir() / ("race_alone" + std::to_string(i))).string();
     ASSERT_EQ(run_cli("op gelu --backend cpu-ref --in " + f + " --out " + alone).code, 0);
     expected.push_back(slurp(alone));
@@ -136,8 +137,9 @@ TEST(CliHardening, HugeSizesAreCheckedBeforeAllocating) {
   // NQ and cu_q size the output rows: they must agree with the inputs first.
   expect_exit2(run_cli("op block_topk --backend cpu-ref --in " + in + " --out " + out + " -p Bs=8 -p k=2 -p NQ=-1"),
                "argument '--param NQ': is -1 but cu_q, kv_len and Qb give 2");
-  expect_exit2(run_cli("op block_topk --backend cpu-ref --in " + in + " --out " + out + " -p Bs=8 -p k=2 -p NQ=2000000000"),
-               "argument '--param NQ'");
+  expect_exit2(
+      run_cli("op block_topk --backend cpu-ref --in " + in + " --out " + out + " -p Bs=8 -p k=2 -p NQ=2000000000"),
+      "argument '--param NQ'");
   topk["kv_len"] = ints({2}, {2147483647, 9}), topk["cu_q"] = ints({3}, {0, 2147483646, 2147483647});
   expect_exit2(run_cli("op block_topk --backend cpu-ref --in " + write("topk_cu.safetensors", topk) + " --out " + out +
                        " -p Bs=8 -p k=2"),
@@ -164,7 +166,8 @@ TEST(CliHardening, LossyFloatParametersAreRejected) {
     expect_exit2(run_cli("op dense_attention --backend cpu-ref --in " + in + " --out " + out + " -p scale=" + bad),
                  "argument '--param scale'");
   EXPECT_EQ(run_cli("op dense_attention --backend cpu-ref --in " + in + " --out " + out + " -p scale=1e-30").code, 0);
-  const std::string x = write("eps_in.safetensors", {{"x", rnd(DType::f32, {3, 8}, 1)}, {"w", rnd(DType::f32, {8}, 2)}});
+  const std::string x =
+      write("eps_in.safetensors", {{"x", rnd(DType::f32, {3, 8}, 1)}, {"w", rnd(DType::f32, {8}, 2)}});
   expect_exit2(run_cli("op rms_norm --backend cpu-ref --in " + x + " --out " + out + " -p eps=1e-50"),
                "argument '--param eps'");
 }

@@ -39,10 +39,10 @@ TEST(CliLayerBackward, RunsPrintsEveryOpAndMatchesCpuRef) {
     const std::string json = (temp_dir() / (std::string("layer_backward_") + sel + ".json")).string();
     const Result r = run_cli("layer --backward" + kShort + " --selection " + sel + " --check --json " + json);
     ASSERT_EQ(r.code, 0) << r.output;
-    for (const char* op : {"indexer_score", "block_topk", "sparse_block_attention ", "sparse_block_attention_backward",
-                           "indexer_kl (sparse, dkl=1)", "msa layer fwd+bwd", "dense_attention ",
-                           "dense_attention_backward", "dense layer fwd+bwd", "ceiling: ", "TFLOP/s",
-                           "sparse/dense fwd+bwd time ratio"})
+    for (const char* op :
+         {"indexer_score", "block_topk", "sparse_block_attention ", "sparse_block_attention_backward",
+          "indexer_kl (sparse, dkl=1)", "msa layer fwd+bwd", "dense_attention ", "dense_attention_backward",
+          "dense layer fwd+bwd", "ceiling: ", "TFLOP/s", "sparse/dense fwd+bwd time ratio"})
       EXPECT_NE(r.output.find(op), std::string::npos) << op << "\n" << r.output;
     EXPECT_NE(r.output.find("check vs cpu-ref: block_topk identical"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("OVER"), std::string::npos) << r.output;
@@ -58,7 +58,8 @@ TEST(CliLayerBackward, RunsPrintsEveryOpAndMatchesCpuRef) {
     for (const char* op : {"indexer_score", "block_topk", "sparse_block_attention", "sparse_block_attention_backward",
                            "indexer_kl (sparse, dkl=1)"})
       msa += op_row(j, op).at("ms").get<double>();
-    for (const char* op : {"dense_attention", "dense_attention_backward"}) dense += op_row(j, op).at("ms").get<double>();
+    for (const char* op : {"dense_attention", "dense_attention_backward"})
+      dense += op_row(j, op).at("ms").get<double>();
     EXPECT_NEAR(j.at("layer_ms").get<double>(), msa, 1e-9);
     EXPECT_NEAR(j.at("dense_layer_ms").get<double>(), dense, 1e-9);
     // FLOP counts: the backward is 2.5x its forward; sparse attends at most k*Bs = 64 keys
@@ -83,8 +84,8 @@ TEST(CliLayerBackward, CorrelatedSelectionsOverlapMore) {
   int i = 0;
   for (const char* sel : {"random", "correlated"}) {
     const std::string json = (temp_dir() / (std::string("layer_backward_overlap_") + sel + ".json")).string();
-    const Result r = run_cli("layer --backward" + kTiny + " --context 1024 --iters 1 --selection " + sel +
-                             " --json " + json);
+    const Result r =
+        run_cli("layer --backward" + kTiny + " --context 1024 --iters 1 --selection " + sel + " --json " + json);
     ASSERT_EQ(r.code, 0) << r.output;
     overlap[i++] = read_json(json).at("adjacent_overlap").get<double>();
   }

@@ -18,8 +18,8 @@ struct Paged {
   hal::HostTensor q, k, v, bt, kv, cu;
 };
 
-Paged make_paged(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Bs, int Hq, int Hkv,
-                 int D, DType t, uint64_t seed) {
+Paged make_paged(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Bs, int Hq, int Hkv, int D,
+                 DType t, uint64_t seed) {
   Paged p;
   p.L = make_layout(q_lens, kv_lens, Bs, seed);
   p.Hq = Hq;
@@ -69,12 +69,15 @@ hal::HostTensor random_selection(const Paged& p, int Qb, int K, int Hs, uint64_t
         std::vector<int32_t> row;
         for (int j = 0; j < K; ++j) {
           const int kind = static_cast<int>(g() % 8);
-          if (kind == 0) row.push_back(-1);
-          else if (kind == 1) row.push_back(p.L.n_blocks(b) + static_cast<int32_t>(g() % 5));
+          if (kind == 0)
+            row.push_back(-1);
+          else if (kind == 1)
+            row.push_back(p.L.n_blocks(b) + static_cast<int32_t>(g() % 5));
           else if (!blocks.empty()) {
             row.push_back(blocks.back());
             blocks.pop_back();
-          } else row.push_back(-1);
+          } else
+            row.push_back(-1);
         }
         idx.insert(idx.end(), row.begin(), row.end());
       }
@@ -114,11 +117,11 @@ struct DenseShape {
 
 const DenseShape kDenseShapes[] = {
     {{1, 1, 1}, {300, 1, 1000}, 64, 16, 1, 128},   // decode, G = 16: split over the context
-    {{37, 0, 130}, {100, 5, 300}, 128, 8, 2, 80},   // prefill, empty sequence, G = 4
-    {{20, 3}, {200, 3}, 64, 2, 2, 64},              // G = 1, prompt-only sequence
-    {{3, 70}, {129, 70}, 64, 16, 2, 64},            // G = 8, prefill from empty
-    {{5, 0, 33}, {77, 0, 90}, 32, 9, 3, 40},        // odd sizes: G = 3, D = 40, Bs = 32, kv_len 0
-    {{1}, {70000}, 64, 16, 1, 64},                  // 1094 blocks: chunks grow past 8 blocks
+    {{37, 0, 130}, {100, 5, 300}, 128, 8, 2, 80},  // prefill, empty sequence, G = 4
+    {{20, 3}, {200, 3}, 64, 2, 2, 64},             // G = 1, prompt-only sequence
+    {{3, 70}, {129, 70}, 64, 16, 2, 64},           // G = 8, prefill from empty
+    {{5, 0, 33}, {77, 0, 90}, 32, 9, 3, 40},       // odd sizes: G = 3, D = 40, Bs = 32, kv_len 0
+    {{1}, {70000}, 64, 16, 1, 64},                 // 1094 blocks: chunks grow past 8 blocks
 };
 
 TEST(CpuAttention, DenseMatchesReference) {
@@ -154,7 +157,7 @@ TEST(CpuAttention, SparseMatchesReference) {
       {{{1, 1}, {2000, 700}, 128, 16, 4, 128}, 1, 16, true},
       {{{40, 0, 9}, {300, 4, 9}, 64, 8, 2, 80}, 1, 4, false},  // Qb = 1 prefill
       {{{40, 9}, {300, 70}, 64, 8, 2, 64}, 4, 5, true},
-      {{{130, 17}, {400, 17}, 64, 4, 4, 64}, 64, 6, false},    // Qb = 64, G = 1
+      {{{130, 17}, {400, 17}, 64, 4, 4, 64}, 64, 6, false},  // Qb = 64, G = 1
   };
   uint64_t seed = 100;
   for (const S& s : shapes)
@@ -194,7 +197,7 @@ TEST(CpuAttention, SparseOverlappingSelectionsMatchReference) {
             row.push_back(static_cast<int32_t>(pos / 64));  // the local block
             std::sort(row.begin(), row.end());
             row.erase(std::unique(row.begin(), row.end()), row.end());
-            if (h == 1 && !row.empty()) row.back() = -1;    // heads differ a little
+            if (h == 1 && !row.empty()) row.back() = -1;  // heads differ a little
             while (static_cast<int>(row.size()) < K) row.push_back(g() % 3 == 0 ? nb + 1 : -1);
             idx.insert(idx.end(), row.begin(), row.end());
           }

@@ -34,13 +34,13 @@ inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Skips the test when the cpu backend is not compiled in.
-#define MSA_REQUIRE_CPU_BACKEND()                                                   \
-  do {                                                                              \
-    try {                                                                           \
-      (void)hal::create_device("cpu");                                              \
-    } catch (const Error& e) {                                                      \
-      GTEST_SKIP() << "cpu backend unavailable: " << e.what();                      \
-    }                                                                               \
+#define MSA_REQUIRE_CPU_BACKEND()                              \
+  do {                                                         \
+    try {                                                      \
+      (void)hal::create_device("cpu");                         \
+    } catch (const Error& e) {                                 \
+      GTEST_SKIP() << "cpu backend unavailable: " << e.what(); \
+    }                                                          \
   } while (0)
 
 // Sets MSA_CPU_THREADS for the ops that follow (the backend reads it per call).
@@ -101,9 +101,7 @@ struct Layout {
 
   int n_blocks(int b) const { return (kv_len[b] + Bs - 1) / Bs; }
   int page(int b, int c) const { return block_table[b * max_blocks + c]; }
-  int64_t nq(int Qb) const {
-    return ops::count_query_blocks(cu_q, kv_len, Qb);
-  }
+  int64_t nq(int Qb) const { return ops::count_query_blocks(cu_q, kv_len, Qb); }
 };
 
 inline Layout make_layout(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Bs, uint64_t seed) {
@@ -165,8 +163,10 @@ inline void expect_out_close(const hal::HostTensor& got, const hal::HostTensor& 
     }
     num += rn;
     den += rd;
-    if (rd > 0) worst = std::max(worst, rn / rd);
-    else ASSERT_EQ(rn, 0.0) << what << ": row " << r0 / row << " should be zero";
+    if (rd > 0)
+      worst = std::max(worst, rn / rd);
+    else
+      ASSERT_EQ(rn, 0.0) << what << ": row " << r0 / row << " should be zero";
   }
   if (den > 0) EXPECT_LE(num / den, g_tol) << what << ": global NMSE";
   EXPECT_LE(worst, r_tol) << what << ": worst row NMSE";

@@ -89,8 +89,8 @@ TEST(CpuSelection, IndexerScoreMatchesReference) {
         if (kt == DType::fp4_e2m1x2 && s.Di % 16 != 0) continue;  // NVFP4 needs Di % 16 == 0
         // (NVFP4: f32 queries with max pooling, so the tight f32 tolerance applies too)
         const DType qt = kt == DType::f32 || (kt == DType::fp4_e2m1x2 && !lse) ? DType::f32 : DType::bf16;
-        IdxCase c = make_idx(s.q_lens, s.kv_lens, s.Bs, s.Hi, s.Di, s.Qb, qt, kt, kt == DType::fp8_e4m3 && !lse,
-                             seed++);
+        IdxCase c =
+            make_idx(s.q_lens, s.kv_lens, s.Bs, s.Hi, s.Di, s.Qb, qt, kt, kt == DType::fp8_e4m3 && !lse, seed++);
         c.lse = lse;
         c.shared = s.Hi == 1;
         Pair dev;
@@ -105,10 +105,14 @@ hal::HostTensor topk_scores(int64_t nq, int Hs, int mb, uint64_t seed) {
   std::vector<float> v(static_cast<size_t>(nq) * Hs * mb);
   for (auto& x : v) {
     const int kind = static_cast<int>(g() % 16);
-    if (kind == 0) x = kNaN;
-    else if (kind == 1) x = -kInf;
-    else if (kind == 2) x = (g() % 2) ? 0.0f : -0.0f;
-    else x = static_cast<float>(static_cast<int>(g() % 9) - 4) * 0.5f;  // many ties
+    if (kind == 0)
+      x = kNaN;
+    else if (kind == 1)
+      x = -kInf;
+    else if (kind == 2)
+      x = (g() % 2) ? 0.0f : -0.0f;
+    else
+      x = static_cast<float>(static_cast<int>(g() % 9) - 4) * 0.5f;  // many ties
   }
   return host(DType::f32, {nq, Hs, mb}, v);
 }

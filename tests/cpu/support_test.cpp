@@ -21,8 +21,8 @@ TEST(CpuSupport, KvAppendIdenticalToReference) {
     if (fp4) {
       // Row 1: every E2M1 rounding boundary exactly (scale 1), NaN and -0 (code +0); a
       // group that saturates the scale at 448; a group of tiny values (e4m3 subnormal scale).
-      const float ties[16] = {6.f,    0.75f, 0.25f, 1.25f, 1.75f, 2.5f, 3.5f,   5.f,
-                              -0.25f, -0.75f, kNaN, -6.f,  0.f,   -0.f, -1e-3f, 2.9f};
+      const float ties[16] = {6.f,    0.75f,  0.25f, 1.25f, 1.75f, 2.5f, 3.5f,   5.f,
+                              -0.25f, -0.75f, kNaN,  -6.f,  0.f,   -0.f, -1e-3f, 2.9f};
       for (int i = 0; i < 16; ++i) {
         kiv[Di + i] = ties[i];
         kiv[Di + 16 + i] = (i % 2 ? -1e5f : 3e3f) * static_cast<float>(i + 1);

@@ -55,7 +55,8 @@ BwdCase make_case(int Qb, ops::SelectionMode mode, uint64_t seed) {
   // Query block n's sequence: walk the tokens as the contract numbers the blocks.
   std::vector<int> seq_of;
   for (int b = 0; b < c.L.B; ++b) {
-    const int64_t nb = ops::count_query_blocks(std::vector<int32_t>{0, c.L.q_len[b]}, std::vector<int32_t>{c.L.kv_len[b]}, Qb);
+    const int64_t nb =
+        ops::count_query_blocks(std::vector<int32_t>{0, c.L.q_len[b]}, std::vector<int32_t>{c.L.kv_len[b]}, Qb);
     for (int64_t i = 0; i < nb; ++i) seq_of.push_back(b);
   }
   for (int64_t n = 0; n < nq; ++n)
@@ -72,7 +73,8 @@ BwdCase make_case(int Qb, ops::SelectionMode mode, uint64_t seed) {
 
 Grads backward(Dev& d, const BwdCase& c, DType t, bool sparse, const hal::HostTensor& out, const hal::HostTensor& lse) {
   const hal::Tensor q = d.put(host(t, {c.L.T, c.Hq, c.D}, c.q)), k = d.put(host(t, {c.L.P, c.Hkv, c.L.Bs, c.D}, c.k)),
-                    v = d.put(host(t, {c.L.P, c.Hkv, c.L.Bs, c.D}, c.v)), dout = d.put(host(t, {c.L.T, c.Hq, c.D}, c.dout));
+                    v = d.put(host(t, {c.L.P, c.Hkv, c.L.Bs, c.D}, c.v)),
+                    dout = d.put(host(t, {c.L.T, c.Hq, c.D}, c.dout));
   const hal::Tensor bt = d.put(host_i32({c.L.B, c.L.max_blocks}, c.L.block_table)),
                     kl = d.put(host_i32({c.L.B}, c.L.kv_len)), cu = d.put(host_i32({c.L.B + 1}, c.L.cu_q));
   const hal::Tensor dq = d.out(DType::f32, {c.L.T, c.Hq, c.D}), dk = d.out(DType::f32, {c.L.P, c.Hkv, c.L.Bs, c.D}),
@@ -120,10 +122,12 @@ TEST(CpuTraining, AttentionBackwardMatchesReference) {
   MSA_REQUIRE_CPU_BACKEND();
   for (const DType t : act_dtypes())
     for (const bool sparse : {false, true})
-      for (const auto& [Qb, mode] : {std::pair{1, ops::SelectionMode::per_kv_head}, {4, ops::SelectionMode::per_kv_head},
+      for (const auto& [Qb, mode] : {std::pair{1, ops::SelectionMode::per_kv_head},
+                                     {4, ops::SelectionMode::per_kv_head},
                                      {1, ops::SelectionMode::shared}}) {
         if (!sparse && (Qb != 1 || mode != ops::SelectionMode::per_kv_head)) continue;
-        const std::string what = std::string(hal::dtype_name(t)) + (sparse ? " sparse Qb " + std::to_string(Qb) : " dense") +
+        const std::string what = std::string(hal::dtype_name(t)) +
+                                 (sparse ? " sparse Qb " + std::to_string(Qb) : " dense") +
                                  (mode == ops::SelectionMode::shared ? " shared" : "");
         SCOPED_TRACE(what);
         Pair p;
@@ -147,7 +151,9 @@ TEST(CpuTraining, PatchAttention3dBackwardMatchesReference) {
   for (const DType t : act_dtypes()) {
     SCOPED_TRACE(hal::dtype_name(t));
     Pair p;
-    const auto x = [&](uint64_t seed) { return host(t, {N, H, D}, random_values(static_cast<size_t>(N * H * D), seed, -2.f, 2.f)); };
+    const auto x = [&](uint64_t seed) {
+      return host(t, {N, H, D}, random_values(static_cast<size_t>(N * H * D), seed, -2.f, 2.f));
+    };
     const hal::HostTensor q = x(1), k = x(2), v = x(3), dout = x(4);
     ops::PatchAttention3dArgs f;
     f.q = p.ref.put(q), f.k = p.ref.put(k), f.v = p.ref.put(v), f.items = p.ref.put(host_i32({2, 3}, items));
@@ -201,9 +207,11 @@ TEST(CpuTraining, IndexerKlMatchesReference) {
         const BwdCase c = make_case(Qb, mode, 200 + Qb);
         const auto [out, lse] = forward(p.ref, c, t, sparse);
         const int64_t Hs = c.Hs(), Di = 16;
-        const hal::HostTensor qi = host(t, {c.L.T, Hs, Di}, random_values(static_cast<size_t>(c.L.T * Hs * Di), 301, -2.f, 2.f));
+        const hal::HostTensor qi =
+            host(t, {c.L.T, Hs, Di}, random_values(static_cast<size_t>(c.L.T * Hs * Di), 301, -2.f, 2.f));
         const hal::HostTensor ki = host(DType::bf16, {c.L.P, c.L.Bs, Di}, paged_values(c.L, 1, Di, 302, -2.f, 2.f));
-        const hal::HostTensor dkl = host(DType::f32, {c.L.T, Hs}, random_values(static_cast<size_t>(c.L.T * Hs), 303, 0.5f, 2.f));
+        const hal::HostTensor dkl =
+            host(DType::f32, {c.L.T, Hs}, random_values(static_cast<size_t>(c.L.T * Hs), 303, 0.5f, 2.f));
         const auto run = [&](Dev& d) {
           ops::IndexerKlArgs a;
           a.qi = d.put(qi), a.ki_cache = d.put(ki);
@@ -220,7 +228,8 @@ TEST(CpuTraining, IndexerKlMatchesReference) {
           return KlOut{d.get(a.kl), d.get(a.dqi), d.get(a.dki_cache)};
         };
         const KlOut ref = run(p.ref);
-        const KlOut got = with_threads(3, [&] { return run(p.cpu); }), one = with_threads(1, [&] { return run(p.cpu); });
+        const KlOut got = with_threads(3, [&] { return run(p.cpu); }),
+                    one = with_threads(1, [&] { return run(p.cpu); });
         const std::vector<float> kg = got.kl.to_f32(), kr = ref.kl.to_f32();
         for (size_t i = 0; i < kr.size(); ++i)
           EXPECT_NEAR(kg[i], kr[i], 1e-5 * std::max(1.0f, std::fabs(kr[i]))) << what << " kl " << i;

@@ -19,12 +19,12 @@ struct AttnCase {
   int Hq = 4, Hkv = 2, D = 16, Qb = 1, K = 0;
   DType t = DType::f32;
   bool shared = false;
-  float scale = 0.0f;  // 0 = 1/sqrt(D)
-  std::vector<float> q;                       // [T][Hq][D]
+  float scale = 0.0f;                          // 0 = 1/sqrt(D)
+  std::vector<float> q;                        // [T][Hq][D]
   std::vector<std::vector<float>> klog, vlog;  // per sequence [Hkv][kv_len][D]
-  std::vector<float> kpaged, vpaged;          // [P][Hkv][Bs][D], NaN outside valid slots
+  std::vector<float> kpaged, vpaged;           // [P][Hkv][Bs][D], NaN outside valid slots
   QueryBlocks qbs;
-  std::vector<int32_t> block_idx;             // [NQ][Hs][K]
+  std::vector<int32_t> block_idx;  // [NQ][Hs][K]
 
   int Hs() const { return shared ? 1 : Hkv; }
   double eff_scale() const {
@@ -32,8 +32,8 @@ struct AttnCase {
   }
 };
 
-AttnCase make_case(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Bs, int Hq,
-                   int Hkv, int D, DType t, uint64_t seed) {
+AttnCase make_case(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Bs, int Hq, int Hkv, int D,
+                   DType t, uint64_t seed) {
   AttnCase c;
   c.L = make_layout(q_lens, kv_lens, Bs, seed);
   c.Hq = Hq;
@@ -141,9 +141,8 @@ ops::SparseAttentionArgs sparse_args(const AttnCase& c, const Tensors& x) {
 }
 
 std::string label(const AttnCase& c) {
-  return std::string(hal::dtype_name(c.t)) + " Hq=" + std::to_string(c.Hq) + " Hkv=" +
-         std::to_string(c.Hkv) + " Bs=" + std::to_string(c.L.Bs) + " Qb=" + std::to_string(c.Qb) +
-         (c.shared ? " shared" : " per_kv_head");
+  return std::string(hal::dtype_name(c.t)) + " Hq=" + std::to_string(c.Hq) + " Hkv=" + std::to_string(c.Hkv) +
+         " Bs=" + std::to_string(c.L.Bs) + " Qb=" + std::to_string(c.Qb) + (c.shared ? " shared" : " per_kv_head");
 }
 
 // Varlen: a prefill, an empty sequence, decode steps, chunked prefills (the last one's
@@ -222,8 +221,7 @@ TEST(CpuRefSparseAttention, MatchesMaskedLogitMatrix) {
           ops::sparse_block_attention(ref.device(), sparse_args(c, x));
           std::vector<double> want_out, want_lse;
           oracle(c, true, want_out, want_lse);
-          expect_attention(ref.get(x.out), ref.get(x.lse), want_out, want_lse, c.D, t,
-                           "sparse " + label(c));
+          expect_attention(ref.get(x.out), ref.get(x.lse), want_out, want_lse, c.D, t, "sparse " + label(c));
         }
 }
 

@@ -25,8 +25,8 @@ struct TopkResult {
 };
 
 // Runs block_topk through ops:: on scores [NQ][Hs][max_blocks].
-TopkResult run_topk(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Hs,
-                    int max_blocks, const std::vector<float>& scores, const TopkParams& p) {
+TopkResult run_topk(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Hs, int max_blocks,
+                    const std::vector<float>& scores, const TopkParams& p) {
   Ref ref;
   const Layout L = make_layout(q_lens, kv_lens, p.Bs, 1);
   const int64_t NQ = query_blocks(L, p.Qb).nq();
@@ -84,8 +84,7 @@ TEST(CpuRefBlockTopk, AtMostKValidBlocksTakesAllWhateverTheScores) {
   EXPECT_EQ(r.idx, (V{0, 1, 2, -1}));
   EXPECT_EQ(r.cnt, (V{3}));
   // Exactly k valid blocks, n_local 0.
-  EXPECT_EQ(one_row(12, {kNegInf, kNegInf, kNegInf}, {.Bs = 4, .k = 3, .n_local = 0}).idx,
-            (V{0, 1, 2}));
+  EXPECT_EQ(one_row(12, {kNegInf, kNegInf, kNegInf}, {.Bs = 4, .k = 3, .n_local = 0}).idx, (V{0, 1, 2}));
 }
 
 TEST(CpuRefBlockTopk, MinusInfAndNaNNeverChosenByScore) {
@@ -144,8 +143,7 @@ TEST(CpuRefBlockTopk, EmptyQueriesMakeNoRows) {
 
 // --- the brute-force oracle -----------------------------------------------------------
 
-TopkResult brute_force(const Layout& L, int Hs, int max_blocks, const std::vector<float>& scores,
-                       const TopkParams& p) {
+TopkResult brute_force(const Layout& L, int Hs, int max_blocks, const std::vector<float>& scores, const TopkParams& p) {
   const QueryBlocks qbs = query_blocks(L, p.Qb);
   TopkResult r;
   for (int64_t n = 0; n < qbs.nq(); ++n) {

@@ -21,10 +21,10 @@ struct IdxCase {
   bool with_scale = false;
   ops::Pool pool = ops::Pool::max;
   float scale = 0.0f;
-  std::vector<float> qi;                         // [T][Hi][Di]
-  std::vector<std::vector<float>> klog, slog;    // per sequence [kv_len][Di], [kv_len]
-  std::vector<float> kpaged, spaged;             // [P][Bs][Di], [P][Bs] (NaN outside valid)
-  std::vector<float> codes, gscales;             // NVFP4 (kt = fp4_e2m1x2): byte values [P][Bs][Di/2], [P][Bs][Di/16]
+  std::vector<float> qi;                       // [T][Hi][Di]
+  std::vector<std::vector<float>> klog, slog;  // per sequence [kv_len][Di], [kv_len]
+  std::vector<float> kpaged, spaged;           // [P][Bs][Di], [P][Bs] (NaN outside valid)
+  std::vector<float> codes, gscales;           // NVFP4 (kt = fp4_e2m1x2): byte values [P][Bs][Di/2], [P][Bs][Di/16]
 };
 
 // Replaces c's keys by NVFP4 keys: random code bytes, group scales from a few exact e4m3
@@ -52,8 +52,8 @@ void make_nvfp4_keys(IdxCase& c, uint64_t seed) {
   }
 }
 
-IdxCase make_case(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Bs, int Hi,
-                  int Di, DType qt, DType kt, bool with_scale, uint64_t seed) {
+IdxCase make_case(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Bs, int Hi, int Di, DType qt,
+                  DType kt, bool with_scale, uint64_t seed) {
   IdxCase c;
   c.L = make_layout(q_lens, kv_lens, Bs, seed);
   c.Hi = Hi;
@@ -83,8 +83,7 @@ std::vector<double> oracle(const IdxCase& c) {
       std::vector<double> l(static_cast<size_t>(L.kv_len[b]), -kInf);
       for (int64_t s = 0; s <= pos; ++s) {
         double dot = 0;
-        for (int d = 0; d < c.Di; ++d)
-          dot += double(c.qi[(t * c.Hi + j) * c.Di + d]) * c.klog[b][s * c.Di + d];
+        for (int d = 0; d < c.Di; ++d) dot += double(c.qi[(t * c.Hi + j) * c.Di + d]) * c.klog[b][s * c.Di + d];
         l[s] = scale * dot * (c.with_scale ? c.slog[b][s] : 1.0);
       }
       for (int blk = 0; blk * L.Bs <= pos; ++blk) {
@@ -151,9 +150,8 @@ TEST(CpuRefIndexerScore, MatchesLogitRows) {
           c.Qb = Qb;
           Ref ref;
           expect_scores(run(ref, c), oracle(c),
-                        std::string(hal::dtype_name(qt)) + "/" + hal::dtype_name(kt) + " " +
-                            ops::pool_name(pool) + " Qb=" + std::to_string(Qb) +
-                            (with_scale ? " scaled" : ""));
+                        std::string(hal::dtype_name(qt)) + "/" + hal::dtype_name(kt) + " " + ops::pool_name(pool) +
+                            " Qb=" + std::to_string(Qb) + (with_scale ? " scaled" : ""));
         }
 }
 
@@ -166,8 +164,9 @@ TEST(CpuRefIndexerScore, Nvfp4KeysMatchLogitRows) {
         c.pool = pool;
         c.Qb = Qb;
         Ref ref;
-        expect_scores(run(ref, c), oracle(c),
-                      std::string("nvfp4/") + hal::dtype_name(qt) + " " + ops::pool_name(pool) + " Qb=" + std::to_string(Qb));
+        expect_scores(
+            run(ref, c), oracle(c),
+            std::string("nvfp4/") + hal::dtype_name(qt) + " " + ops::pool_name(pool) + " Qb=" + std::to_string(Qb));
       }
 }
 
@@ -192,8 +191,7 @@ TEST(CpuRefIndexerScore, HandWorked) {
   const std::vector<Expect> cases = {
       // Qb 1: pos 2 -> block 0 {1, 2}, block 1 {3}; pos 3 -> block 0 {2, 4}, block 1 {6, -2}.
       {1, ops::Pool::max, {2, 3, ninf, 4, 6, ninf}},
-      {1, ops::Pool::lse,
-       {std::log(e1 + e2), 3, ninf, std::log(e2 + e2 * e2), std::log(e3 * e3 + 1 / e2), ninf}},
+      {1, ops::Pool::lse, {std::log(e1 + e2), 3, ninf, std::log(e2 + e2 * e2), std::log(e3 * e3 + 1 / e2), ninf}},
       // Qb 2 and 4: both queries form one query block; the maximum over them.
       {2, ops::Pool::max, {4, 6, ninf}},
       {4, ops::Pool::lse, {std::log(e2 + e2 * e2), std::log(e3 * e3 + 1 / e2), ninf}},

@@ -105,7 +105,8 @@ TEST(CpuRefKvAppend, Nvfp4KeysQuantizedPerGroup) {
   Ref ref;
   const size_t cache_n = static_cast<size_t>(L.P) * Hkv * L.Bs * D;
   const auto k_old = random_values(cache_n, DType::f32, 1);
-  std::vector<float> codes_old(static_cast<size_t>(L.P) * L.Bs * Di / 2), scales_old(static_cast<size_t>(L.P) * L.Bs * G);
+  std::vector<float> codes_old(static_cast<size_t>(L.P) * L.Bs * Di / 2),
+      scales_old(static_cast<size_t>(L.P) * L.Bs * G);
   for (size_t i = 0; i < codes_old.size(); ++i) codes_old[i] = static_cast<float>((i * 37 + 11) % 256);
   for (size_t i = 0; i < scales_old.size(); ++i) scales_old[i] = 0.125f * static_cast<float>(1 + i % 7);
   auto ki_new = random_values(static_cast<size_t>(L.T) * Di, DType::bf16, 7, -20.f, 20.f);
@@ -143,8 +144,10 @@ TEST(CpuRefKvAppend, Nvfp4KeysQuantizedPerGroup) {
       for (int i = 0; i < 16; ++i) {
         const float x = ki_new[tok * Di + g * 16 + i];
         const float got = hal::e2m1_element(packed, static_cast<size_t>(i)) * sc;
-        if (std::isnan(x)) EXPECT_EQ(got, 0.0f);
-        else EXPECT_LE(std::fabs(got - x), sc * 1.0f + 1e-6f) << "token " << tok << " dim " << g * 16 + i;
+        if (std::isnan(x))
+          EXPECT_EQ(got, 0.0f);
+        else
+          EXPECT_LE(std::fabs(got - x), sc * 1.0f + 1e-6f) << "token " << tok << " dim " << g * 16 + i;
       }
     }
   }

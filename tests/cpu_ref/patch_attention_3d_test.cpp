@@ -18,9 +18,8 @@ struct PatchResult {
   std::vector<float> out, lse;
 };
 
-PatchResult run_patch(const Items& items, int window, int H, int D, DType t,
-                      const std::vector<float>& q, const std::vector<float>& k,
-                      const std::vector<float>& v, int64_t N) {
+PatchResult run_patch(const Items& items, int window, int H, int D, DType t, const std::vector<float>& q,
+                      const std::vector<float>& k, const std::vector<float>& v, int64_t N) {
   Ref ref;
   ops::PatchAttention3dArgs a;
   a.q = ref.make(t, {N, H, D}, q);
@@ -41,14 +40,12 @@ std::vector<int64_t> window_ids(const Items& items, int window) {
   std::vector<int64_t> id;
   for (size_t i = 0; i < items.size(); ++i)
     for (int tp = 0; tp < items[i][0]; ++tp)
-      for (int p = 0; p < items[i][1] * items[i][2]; ++p)
-        id.push_back(static_cast<int64_t>(i) * 1000000 + tp / window);
+      for (int p = 0; p < items[i][1] * items[i][2]; ++p) id.push_back(static_cast<int64_t>(i) * 1000000 + tp / window);
   return id;
 }
 
-void oracle(const Items& items, int window, int H, int D, const std::vector<float>& q,
-            const std::vector<float>& k, const std::vector<float>& v, std::vector<double>& out,
-            std::vector<double>& lse) {
+void oracle(const Items& items, int window, int H, int D, const std::vector<float>& q, const std::vector<float>& k,
+            const std::vector<float>& v, std::vector<double>& out, std::vector<double>& lse) {
   const std::vector<int64_t> id = window_ids(items, window);
   const size_t N = id.size();
   const double scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));

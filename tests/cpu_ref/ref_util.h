@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "check/rng.h"
 #include "hal/error.h"
 #include "hal/host_tensor.h"
 #include "hal/registry.h"
 #include "ops/args.h"
-#include "check/rng.h"
 #include "tests/common/ref_device.h"
 
 namespace msa::cpu_ref_test {
@@ -44,8 +44,8 @@ struct Layout {
 
 // Pages are a shuffled permutation with `spare_pages` never used; block_table entries
 // past a sequence's last block hold garbage (out-of-range ids) that must never be read.
-inline Layout make_layout(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Bs,
-                          uint64_t seed, int spare_pages = 3, int spare_blocks = 2) {
+inline Layout make_layout(const std::vector<int>& q_lens, const std::vector<int>& kv_lens, int Bs, uint64_t seed,
+                          int spare_pages = 3, int spare_blocks = 2) {
   Layout L;
   L.B = static_cast<int>(q_lens.size());
   L.Bs = Bs;
@@ -82,7 +82,7 @@ inline Layout make_layout(const std::vector<int>& q_lens, const std::vector<int>
 // whenever the sequence or floor(pos / Qb) changes. qb_of[t] per token, NQ = count.
 struct QueryBlocks {
   std::vector<int64_t> qb_of;
-  std::vector<int> seq;                 // per query block
+  std::vector<int> seq;                         // per query block
   std::vector<std::vector<int64_t>> positions;  // per query block: its query positions
   int64_t nq() const { return static_cast<int64_t>(seq.size()); }
 };
@@ -109,8 +109,7 @@ inline QueryBlocks query_blocks(const Layout& L, int Qb) {
 // A paged cache [P][heads][Bs][D] with random values (rounded to t) in the valid slots
 // and NaN everywhere else; `logical[b]` gets sequence b's values as [heads][kv_len][D].
 inline std::vector<float> paged_values(const Layout& L, int heads, int D, DType t, uint64_t seed,
-                                       std::vector<std::vector<float>>& logical, float lo = -1.f,
-                                       float hi = 1.f) {
+                                       std::vector<std::vector<float>>& logical, float lo = -1.f, float hi = 1.f) {
   cases::Rng rng(seed);
   std::vector<float> paged(static_cast<size_t>(L.P) * heads * L.Bs * D, kNaN);
   logical.assign(static_cast<size_t>(L.B), {});
@@ -140,9 +139,12 @@ inline std::vector<float> random_values(size_t n, DType t, uint64_t seed, float 
 // Relative error bound of the one final rounding of `out` to t (twice half an ulp).
 inline double round_tol(DType t) {
   switch (t) {
-    case DType::bf16: return 1.0 / 256;
-    case DType::f16: return 1.0 / 2048;
-    default: return 2.5e-7;
+    case DType::bf16:
+      return 1.0 / 256;
+    case DType::f16:
+      return 1.0 / 2048;
+    default:
+      return 2.5e-7;
   }
 }
 
@@ -153,16 +155,15 @@ void expect_error(Fn&& fn, std::initializer_list<const char*> parts) {
     fn();
     ADD_FAILURE() << "expected msa::Error";
   } catch (const msa::Error& e) {
-    for (const char* p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
 }
 
 // Softmax attention of one query over explicit logits / values, the textbook way:
 // p = exp(l) / sum(exp(l)) with the row max subtracted, out = sum p v. Masked logits are
 // -inf. Returns lse (-inf and out = 0 when every logit is masked).
-inline double softmax_row(const std::vector<double>& logits, const std::vector<double>& values,
-                          int D, std::vector<double>& out) {
+inline double softmax_row(const std::vector<double>& logits, const std::vector<double>& values, int D,
+                          std::vector<double>& out) {
   out.assign(static_cast<size_t>(D), 0.0);
   double m = -kInf;
   for (double l : logits) m = std::max(m, l);
@@ -178,16 +179,15 @@ inline double softmax_row(const std::vector<double>& logits, const std::vector<d
 // Compares an attention result with the oracle: out within one rounding to its dtype,
 // lse -inf exactly where expected, else within f32 rounding.
 inline void expect_attention(const std::vector<float>& out, const std::vector<float>& lse,
-                             const std::vector<double>& want_out, const std::vector<double>& want_lse,
-                             int D, DType t, const std::string& what) {
+                             const std::vector<double>& want_out, const std::vector<double>& want_lse, int D, DType t,
+                             const std::string& what) {
   ASSERT_EQ(out.size(), want_out.size());
   ASSERT_EQ(lse.size(), want_lse.size());
   int bad = 0;
   for (size_t r = 0; r < lse.size() && bad < 10; ++r) {
     const double tol_lse = 1e-6 * std::max(1.0, std::fabs(want_lse[r]));
-    const bool lse_ok = std::isinf(want_lse[r])
-                            ? lse[r] == -std::numeric_limits<float>::infinity()
-                            : std::fabs(lse[r] - want_lse[r]) <= tol_lse;
+    const bool lse_ok = std::isinf(want_lse[r]) ? lse[r] == -std::numeric_limits<float>::infinity()
+                                                : std::fabs(lse[r] - want_lse[r]) <= tol_lse;
     if (!lse_ok) {
       ADD_FAILURE() << what << " row " << r << ": lse " << lse[r] << " want " << want_lse[r];
       ++bad;

@@ -101,13 +101,13 @@ TEST(CpuRefArgmax, TiesNaNAndSigns) {
   RefDevice d;
   const int64_t N = 5;
   const std::vector<float> rows = {
-      1, 3, 3, 2, 3,                  // tie: lowest index 1
-      kNaN, -1, kNaN, -0.5f, kNaN,    // NaN never the max: 3
-      kNaN, kNaN, kNaN, kNaN, kNaN,   // all NaN: 0
+      1,     3,     3,     2,     3,      // tie: lowest index 1
+      kNaN,  -1,    kNaN,  -0.5f, kNaN,   // NaN never the max: 3
+      kNaN,  kNaN,  kNaN,  kNaN,  kNaN,   // all NaN: 0
       -kInf, -kInf, -kInf, -kInf, -kInf,  // all -inf: 0
-      -0.0f, 0.0f, -1, -2, -3,        // -0 == +0: 0
-      -5, -4, kInf, kNaN, kInf,       // +inf tie: 2
-      kNaN, -kInf, -kInf, kNaN, -7,   // -7 beats -inf: 4
+      -0.0f, 0.0f,  -1,    -2,    -3,     // -0 == +0: 0
+      -5,    -4,    kInf,  kNaN,  kInf,   // +inf tie: 2
+      kNaN,  -kInf, -kInf, kNaN,  -7,     // -7 beats -inf: 4
   };
   ops::ArgmaxArgs a;
   a.x = d.make(DType::f32, {7, N}, rows);

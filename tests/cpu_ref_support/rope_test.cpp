@@ -56,8 +56,8 @@ TEST(CpuRefRope, PreservesPairNormsAndInPlaceMatches) {
 
 // Hugging Face style: cos/sin over the full 3a dims, rotate_half, independent of the
 // kernel's pair loop. freq index of dim i (< 3a): k = i mod 3a/2, axis k / (a/2), j = k mod (a/2).
-std::vector<double> rope_3d_hf(const std::vector<float>& x, const std::vector<int32_t>& pos, int64_t N,
-                               int64_t H, int64_t D, double theta) {
+std::vector<double> rope_3d_hf(const std::vector<float>& x, const std::vector<int32_t>& pos, int64_t N, int64_t H,
+                               int64_t D, double theta) {
   const int64_t a = 2 * (D / 6), half = 3 * a / 2;
   std::vector<double> y(x.begin(), x.end());
   for (int64_t n = 0; n < N; ++n)
@@ -121,12 +121,12 @@ TEST(CpuRefRope3d, HandComputedM3Layout) {
     EXPECT_NEAR(y[i], xv[i] * std::cos(ang) - xv[i + 39] * std::sin(ang), 1e-6) << i;
     EXPECT_NEAR(y[i + 39], xv[i + 39] * std::cos(ang) + xv[i] * std::sin(ang), 1e-6) << i;
   };
-  check(0, 2.0);                              // t, j = 0
-  check(5, 2.0 * std::pow(1e4, -10.0 / 26));  // t, j = 5
-  check(13, 3.0);                             // h, j = 0
-  check(20, 3.0 * std::pow(1e4, -14.0 / 26)); // h, j = 7
-  check(26, 4.0);                             // w, j = 0
-  check(38, 4.0 * std::pow(1e4, -24.0 / 26)); // w, j = 12
+  check(0, 2.0);                               // t, j = 0
+  check(5, 2.0 * std::pow(1e4, -10.0 / 26));   // t, j = 5
+  check(13, 3.0);                              // h, j = 0
+  check(20, 3.0 * std::pow(1e4, -14.0 / 26));  // h, j = 7
+  check(26, 4.0);                              // w, j = 0
+  check(38, 4.0 * std::pow(1e4, -24.0 / 26));  // w, j = 12
   EXPECT_EQ(y[78], xv[78]);
   EXPECT_EQ(y[79], xv[79]);
 }

@@ -34,9 +34,12 @@ inline std::vector<float> random_values(size_t n, DType t, uint32_t seed, float 
 // Relative tolerance of one rounding to t (half an ulp, plus slack for f64->f32->t).
 inline double round_tol(DType t) {
   switch (t) {
-    case DType::bf16: return 1.0 / 256;
-    case DType::f16: return 1.0 / 2048;
-    default: return 2e-7;
+    case DType::bf16:
+      return 1.0 / 256;
+    case DType::f16:
+      return 1.0 / 2048;
+    default:
+      return 2e-7;
   }
 }
 

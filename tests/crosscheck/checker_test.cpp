@@ -11,13 +11,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "check/case.h"
+#include "check/check.h"
+#include "check/compare.h"
 #include "hal/error.h"
 #include "hal/host_device.h"
 #include "hal/registry.h"
 #include "ops/args.h"
-#include "check/case.h"
-#include "check/check.h"
-#include "check/compare.h"
 
 namespace msa::cases {
 namespace {
@@ -26,20 +26,20 @@ using hal::OpId;
 
 enum class Fault {
   none,
-  scale_out,      // out *= 1.01
-  tiny_out,       // out *= 1 + 1e-7 (within the f32 bound: must still pass)
-  nan_out,        // one out element NaN
-  skip,           // kernel not run: outputs stay poisoned
-  guard_after,    // one byte past the end of out
-  guard_before,   // one byte before lse
-  lse_off,        // lse += 1e-3 * max(1, |lse|)
-  lse_neg_inf,    // one finite lse set to -inf
-  write_input,    // one element of q changed
-  throws,         // the kernel throws msa::Error
-  swap_idx,       // two block_idx entries of one row swapped
-  drop_cnt,       // block_cnt[0] decremented
-  grad_scale,     // backward: dq *= 1 + 1e-3
-  grad_slack,     // backward: 1e-6 in one dk_cache slot no query attended
+  scale_out,     // out *= 1.01
+  tiny_out,      // out *= 1 + 1e-7 (within the f32 bound: must still pass)
+  nan_out,       // one out element NaN
+  skip,          // kernel not run: outputs stay poisoned
+  guard_after,   // one byte past the end of out
+  guard_before,  // one byte before lse
+  lse_off,       // lse += 1e-3 * max(1, |lse|)
+  lse_neg_inf,   // one finite lse set to -inf
+  write_input,   // one element of q changed
+  throws,        // the kernel throws msa::Error
+  swap_idx,      // two block_idx entries of one row swapped
+  drop_cnt,      // block_cnt[0] decremented
+  grad_scale,    // backward: dq *= 1 + 1e-3
+  grad_slack,    // backward: 1e-6 in one dk_cache slot no query attended
 };
 
 Fault g_fault = Fault::none;
@@ -63,13 +63,21 @@ void faulty_sparse(hal::Stream& s, const ops::SparseAttentionArgs& a) {
   const int64_t n = a.out.numel();
   float* lse = a.lse.data<float>();
   switch (g_fault) {
-    case Fault::scale_out: scale_tensor(a.out, 1.01); break;
-    case Fault::tiny_out: scale_tensor(a.out, 1.0 + 1e-7); break;
+    case Fault::scale_out:
+      scale_tensor(a.out, 1.01);
+      break;
+    case Fault::tiny_out:
+      scale_tensor(a.out, 1.0 + 1e-7);
+      break;
     case Fault::nan_out:
       hal::store_from_f32(a.out.dtype, a.out.data<uint8_t>(), static_cast<size_t>(n / 2), std::nanf(""));
       break;
-    case Fault::guard_after: a.out.data<uint8_t>()[a.out.nbytes()] ^= 0x01; break;
-    case Fault::guard_before: a.lse.data<uint8_t>()[-1] ^= 0x01; break;
+    case Fault::guard_after:
+      a.out.data<uint8_t>()[a.out.nbytes()] ^= 0x01;
+      break;
+    case Fault::guard_before:
+      a.lse.data<uint8_t>()[-1] ^= 0x01;
+      break;
     case Fault::lse_off:
       for (int64_t i = 0; i < a.lse.numel(); ++i)
         if (std::isfinite(lse[i])) lse[i] += 1e-3f * std::max(1.0f, std::fabs(lse[i]));
@@ -86,7 +94,8 @@ void faulty_sparse(hal::Stream& s, const ops::SparseAttentionArgs& a) {
       hal::store_from_f32(a.q.dtype, a.q.data<uint8_t>(), 0, x + 1.0f);
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -199,7 +208,9 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{Fault::lse_off, "f32", "lse"}, FaultCase{Fault::lse_neg_inf, "bf16", "infinity"},
                       FaultCase{Fault::write_input, "bf16", "input modified"},
                       FaultCase{Fault::throws, "f32", "deliberate failure"}),
-    [](const ::testing::TestParamInfo<FaultCase>& i) { return "fault" + std::to_string(i.index) + "_" + i.param.dtype; });
+    [](const ::testing::TestParamInfo<FaultCase>& i) {
+      return "fault" + std::to_string(i.index) + "_" + i.param.dtype;
+    });
 
 TEST_F(Checker, DetectsWrongSelection) {
   for (Fault f : {Fault::swap_idx, Fault::drop_cnt}) {

@@ -1,15 +1,15 @@
 // Every backend msa knows, cross-checked against cpu-ref on the quick cases (the full set
-// with MSA_CROSSCHECK_SET=full), one test per (backend, op). A backend that is not compiled in or has no device is skipped with its
-// reason; a case the backend refuses (supports()) is reported and not a failure.
+// with MSA_CROSSCHECK_SET=full), one test per (backend, op). A backend that is not compiled in or has no device is
+// skipped with its reason; a case the backend refuses (supports()) is reported and not a failure.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 #include <tuple>
 
+#include "check/case.h"
 #include "hal/op_id.h"
 #include "hal/registry.h"
-#include "check/case.h"
 
 namespace msa::cases {
 namespace {
@@ -84,7 +84,7 @@ std::string param_name(const ::testing::TestParamInfo<CrossCheck::ParamType>& in
 
 INSTANTIATE_TEST_SUITE_P(Backends, CrossCheck,
                          ::testing::Combine(::testing::ValuesIn(std::vector<std::string>(std::begin(kBackends),
-                                                                                        std::end(kBackends))),
+                                                                                         std::end(kBackends))),
                                             ::testing::ValuesIn(checked_names())),
                          param_name);
 
@@ -92,7 +92,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, CrossCheck,
 // training contract (docs/training.md).
 TEST(CaseSets, QuickAndFullCoverEveryOp) {
   for (const char* set : {"quick", "full"})
-    for (const std::string& op : checked_names()) EXPECT_FALSE(make_cases(set, op).empty()) << set << " has no " << op << " case";
+    for (const std::string& op : checked_names())
+      EXPECT_FALSE(make_cases(set, op).empty()) << set << " has no " << op << " case";
 }
 
 // Every case of every set describes itself and has positive work, and the filter works.

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "hal/registry.h"
 #include "check/case.h"
 #include "check/device_io.h"
+#include "hal/registry.h"
 
 namespace msa::cases {
 namespace {
@@ -35,8 +35,8 @@ TEST(Prepared, RotatesInputSetsAndComputes) {
   const hal::HostTensor a2 = p->download("out");
   EXPECT_TRUE(all_finite(a));  // no poison left: the op wrote every element
   EXPECT_TRUE(all_finite(b));
-  EXPECT_NE(a.bytes, b.bytes);   // set 1 differs from set 0
-  EXPECT_EQ(a.bytes, a2.bytes);  // back to set 0: same result
+  EXPECT_NE(a.bytes, b.bytes);                      // set 1 differs from set 0
+  EXPECT_EQ(a.bytes, a2.bytes);                     // back to set 0: same result
   EXPECT_THROW(p->run_baseline(), std::exception);  // dense has no baseline
 }
 
@@ -83,8 +83,10 @@ TEST(Prepared, MsaLayerBackwardMatchesCpuRef) {
 // out / lse after the baseline rewrote them, and its gradients stay finite.
 TEST(Prepared, TrainingPerfCasesRunWithTheirForward) {
   auto dev = hal::create_device("cpu-ref");
-  auto cases = make_cases("perf", "dense_attention_backward,sparse_block_attention_backward,"
-                                  "patch_attention_3d_backward,indexer_kl", 1.0 / 1024);
+  auto cases = make_cases("perf",
+                          "dense_attention_backward,sparse_block_attention_backward,"
+                          "patch_attention_3d_backward,indexer_kl",
+                          1.0 / 1024);
   ASSERT_EQ(cases.size(), 5u);
   for (const auto& c : cases) {
     SCOPED_TRACE(c->name() + " " + c->vars());

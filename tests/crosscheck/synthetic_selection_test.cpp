@@ -5,8 +5,8 @@
 
 #include <set>
 
-#include "hal/error.h"
 #include "check/synthetic_selection.h"
+#include "hal/error.h"
 
 namespace {
 

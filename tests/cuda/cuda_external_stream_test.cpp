@@ -26,7 +26,9 @@ struct DeviceArray {
   ~DeviceArray() { cudaFree(ptr); }
 };
 
-hal::Tensor view(hal::Buffer& b, hal::DType t, std::initializer_list<int64_t> shape) { return hal::Tensor(&b, t, shape); }
+hal::Tensor view(hal::Buffer& b, hal::DType t, std::initializer_list<int64_t> shape) {
+  return hal::Tensor(&b, t, shape);
+}
 
 class ExternalStream : public ::testing::Test {
  protected:
@@ -48,7 +50,8 @@ TEST_F(ExternalStream, OpOnCallerMemoryRunsInTheCallersStreamOrder) {
   DeviceArray a(n * 4), b(n * 4), y(n * 4);
   std::vector<float> ha(n), hb(n), hy(n, NAN);
   for (int i = 0; i < n; ++i) ha[i] = 0.5f * i, hb[i] = 1.0f - i;
-  auto ba = dev_->wrap_memory(a.ptr, a.bytes), bb = dev_->wrap_memory(b.ptr, b.bytes), by = dev_->wrap_memory(y.ptr, y.bytes);
+  auto ba = dev_->wrap_memory(a.ptr, a.bytes), bb = dev_->wrap_memory(b.ptr, b.bytes),
+       by = dev_->wrap_memory(y.ptr, y.bytes);
   // Inputs copied, the op, the result copied back: all on the caller's stream, one wait.
   CHECK_CUDA(cudaMemcpyAsync(a.ptr, ha.data(), a.bytes, cudaMemcpyHostToDevice, stream_));
   CHECK_CUDA(cudaMemcpyAsync(b.ptr, hb.data(), b.bytes, cudaMemcpyHostToDevice, stream_));
@@ -107,7 +110,8 @@ TEST_F(ExternalStream, ScratchComesFromTheProvider) {
     return bytes <= pool.bytes ? pool.ptr : nullptr;
   });
   auto bs = dev_->wrap_memory(score.ptr, score.bytes), bl = dev_->wrap_memory(len2.ptr, 8),
-       bc = dev_->wrap_memory(cu.ptr, 12), bi = dev_->wrap_memory(idx.ptr, idx.bytes), bn = dev_->wrap_memory(cnt.ptr, cnt.bytes);
+       bc = dev_->wrap_memory(cu.ptr, 12), bi = dev_->wrap_memory(idx.ptr, idx.bytes),
+       bn = dev_->wrap_memory(cnt.ptr, cnt.bytes);
   ops::BlockTopkArgs t;
   t.block_score = view(*bs, hal::DType::f32, {NQ, Hs, blocks});
   t.kv_len = view(*bl, hal::DType::i32, {2});
@@ -137,7 +141,8 @@ TEST_F(ExternalStream, DeviceSideIndexErrorsRaiseAtThatStreamsSynchronize) {
   auto bt = dev_->wrap_memory(table.ptr, table.bytes), bi = dev_->wrap_memory(ids.ptr, ids.bytes),
        by = dev_->wrap_memory(y.ptr, y.bytes);
   dev_->use_native_stream(stream_);
-  ops::embedding(*dev_, {view(*bt, hal::DType::f32, {4, 8}), view(*bi, hal::DType::i32, {2}), view(*by, hal::DType::f32, {2, 8})});
+  ops::embedding(
+      *dev_, {view(*bt, hal::DType::f32, {4, 8}), view(*bi, hal::DType::i32, {2}), view(*by, hal::DType::f32, {2, 8})});
   EXPECT_THROW(dev_->stream().synchronize(), Error);
   EXPECT_NO_THROW(dev_->stream().synchronize());  // reported once
   dev_->use_native_stream(nullptr);

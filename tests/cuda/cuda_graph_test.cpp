@@ -22,7 +22,6 @@
 namespace msa {
 namespace {
 
-
 // A decode step of B sequences (one query each) through the whole MSA selection path.
 struct Layer {
   int B = 3, Hq = 16, Hkv = 2, D = 128, Di = 64, Bs = 64, MB = 8, k = 4;
@@ -68,7 +67,8 @@ struct Layer {
       hal::HostTensor codes(key_dt, {P, Bs, Di / 2}), scales(hal::DType::fp8_e4m3, {P, Bs, Di / 16});
       std::mt19937 rng(3);
       for (int64_t i = 0; i < codes.numel(); ++i) codes.data<uint8_t>()[i] = static_cast<uint8_t>(rng() & 0xffu);
-      for (int64_t i = 0; i < scales.numel(); ++i) scales.set(static_cast<size_t>(i), 0.5f + static_cast<float>(rng() % 16) / 10.0f);
+      for (int64_t i = 0; i < scales.numel(); ++i)
+        scales.set(static_cast<size_t>(i), 0.5f + static_cast<float>(rng() % 16) / 10.0f);
       ix.ki_cache = up(dev, codes);
       ix.ki_scale = up(dev, scales);
     } else {
@@ -211,7 +211,8 @@ TEST_P(CudaGraph, FusedSelectionIsOneKernelEqualToTheTwoOps) {
   EXPECT_NO_THROW(dev->stream().synchronize());
 }
 
-INSTANTIATE_TEST_SUITE_P(Keys, CudaGraph, ::testing::Values(hal::DType::bf16, hal::DType::fp8_e4m3, hal::DType::fp4_e2m1x2),
+INSTANTIATE_TEST_SUITE_P(Keys, CudaGraph,
+                         ::testing::Values(hal::DType::bf16, hal::DType::fp8_e4m3, hal::DType::fp4_e2m1x2),
                          [](const auto& info) { return std::string(hal::dtype_name(info.param)); });
 
 }  // namespace

@@ -36,18 +36,39 @@ enum class Pattern { all_equal, special_mix, all_nan, all_neg_inf, few_finite, s
 
 std::vector<float> make_scores(Pattern p, size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
-  static const float kSpecial[] = {kNaN, -kInf, kInf, -0.0f, 0.0f, 1.0f, 1.0f, 2.0f,
-                                   std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::max(),
-                                   std::numeric_limits<float>::max(), -1.0f};
+  static const float kSpecial[] = {kNaN,
+                                   -kInf,
+                                   kInf,
+                                   -0.0f,
+                                   0.0f,
+                                   1.0f,
+                                   1.0f,
+                                   2.0f,
+                                   std::numeric_limits<float>::denorm_min(),
+                                   -std::numeric_limits<float>::max(),
+                                   std::numeric_limits<float>::max(),
+                                   -1.0f};
   std::vector<float> s(n);
   for (size_t i = 0; i < n; ++i) {
     switch (p) {
-      case Pattern::all_equal: s[i] = 0.5f; break;
-      case Pattern::special_mix: s[i] = kSpecial[rng() % std::size(kSpecial)]; break;
-      case Pattern::all_nan: s[i] = kNaN; break;
-      case Pattern::all_neg_inf: s[i] = -kInf; break;
-      case Pattern::few_finite: s[i] = rng() % 5 == 0 ? static_cast<float>(rng() % 3) : (rng() % 2 ? kNaN : -kInf); break;
-      case Pattern::signed_zeros: s[i] = rng() % 2 ? 0.0f : -0.0f; break;
+      case Pattern::all_equal:
+        s[i] = 0.5f;
+        break;
+      case Pattern::special_mix:
+        s[i] = kSpecial[rng() % std::size(kSpecial)];
+        break;
+      case Pattern::all_nan:
+        s[i] = kNaN;
+        break;
+      case Pattern::all_neg_inf:
+        s[i] = -kInf;
+        break;
+      case Pattern::few_finite:
+        s[i] = rng() % 5 == 0 ? static_cast<float>(rng() % 3) : (rng() % 2 ? kNaN : -kInf);
+        break;
+      case Pattern::signed_zeros:
+        s[i] = rng() % 2 ? 0.0f : -0.0f;
+        break;
     }
   }
   return s;
@@ -97,10 +118,10 @@ TopkResult run(msa::hal::Device& dev, const TopkProblem& t) {
 struct Config {
   int Qb, k, n_sink, n_local;
 };
-const Config kConfigs[] = {{1, 1, 0, 1}, {1, 4, 0, 1}, {1, 5, 2, 2}, {1, 16, 0, 1}, {4, 4, 1, 1},
-                           {64, 4, 0, 1}, {64, 5, 2, 2}, {128, 6, 1, 1}, {1, 3, 0, 0}, {16, 2, 0, 0}};
-const Pattern kPatterns[] = {Pattern::all_equal, Pattern::special_mix, Pattern::all_nan,
-                             Pattern::all_neg_inf, Pattern::few_finite, Pattern::signed_zeros};
+const Config kConfigs[] = {{1, 1, 0, 1},  {1, 4, 0, 1},  {1, 5, 2, 2},   {1, 16, 0, 1}, {4, 4, 1, 1},
+                           {64, 4, 0, 1}, {64, 5, 2, 2}, {128, 6, 1, 1}, {1, 3, 0, 0},  {16, 2, 0, 0}};
+const Pattern kPatterns[] = {Pattern::all_equal,   Pattern::special_mix, Pattern::all_nan,
+                             Pattern::all_neg_inf, Pattern::few_finite,  Pattern::signed_zeros};
 
 class BlockTopkAcrossBackends : public ::testing::TestWithParam<std::string> {};
 
@@ -111,8 +132,8 @@ TEST_P(BlockTopkAcrossBackends, IdenticalToCpuRef) {
   auto dev = msa::hal::create_device(backend);
   for (const Config& cfg : kConfigs)
     for (Pattern p : kPatterns) {
-      SCOPED_TRACE("Qb=" + std::to_string(cfg.Qb) + " k=" + std::to_string(cfg.k) + " n_sink=" +
-                   std::to_string(cfg.n_sink) + " n_local=" + std::to_string(cfg.n_local) +
+      SCOPED_TRACE("Qb=" + std::to_string(cfg.Qb) + " k=" + std::to_string(cfg.k) +
+                   " n_sink=" + std::to_string(cfg.n_sink) + " n_local=" + std::to_string(cfg.n_local) +
                    " pattern=" + std::to_string(static_cast<int>(p)));
       const TopkProblem t = problem(cfg.Qb, cfg.k, cfg.n_sink, cfg.n_local, p);
       const TopkResult want = run(*ref, t);

@@ -11,10 +11,10 @@
 #include <optional>
 #include <string>
 
-#include "hal/registry.h"
 #include "check/attention_cases.h"
 #include "check/case.h"
 #include "check/training_cases.h"
+#include "hal/registry.h"
 #include "run_util.h"
 
 namespace {
@@ -27,8 +27,10 @@ class ThreadsEnv {
     setenv("MSA_CPU_THREADS", std::to_string(n).c_str(), 1);
   }
   ~ThreadsEnv() {
-    if (old_) setenv("MSA_CPU_THREADS", old_->c_str(), 1);
-    else unsetenv("MSA_CPU_THREADS");
+    if (old_)
+      setenv("MSA_CPU_THREADS", old_->c_str(), 1);
+    else
+      unsetenv("MSA_CPU_THREADS");
   }
 
  private:
@@ -91,8 +93,10 @@ TEST(CpuThreads, OutputsDoNotDependOnTheThreadCount) {
       msa_test::Outputs o = msa_test::run_case(c, *dev, c.seed());
       if (!o.skipped.empty()) continue;
       ++ran;
-      if (threads == 1) base[i] = std::move(o);
-      else EXPECT_EQ(msa_test::bitwise_diff(base[i], o), "") << "differs from MSA_CPU_THREADS=1";
+      if (threads == 1)
+        base[i] = std::move(o);
+      else
+        EXPECT_EQ(msa_test::bitwise_diff(base[i], o), "") << "differs from MSA_CPU_THREADS=1";
     }
     EXPECT_GT(ran, 0);
   }

@@ -4,8 +4,8 @@
 // the cross-check library's "quick" set.
 #include <gtest/gtest.h>
 
-#include "hal/registry.h"
 #include "check/case.h"
+#include "hal/registry.h"
 #include "run_util.h"
 
 namespace {
@@ -31,12 +31,11 @@ TEST_P(RunToRun, QuickCasesAreBitwiseIdentical) {
   EXPECT_GT(ran, 0) << backend << " refused every case";
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, RunToRun, ::testing::ValuesIn(msa_test::kBackends),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, RunToRun, ::testing::ValuesIn(msa_test::kBackends), [](const auto& info) {
+  std::string n = info.param;
+  for (char& ch : n)
+    if (ch == '-') ch = '_';
+  return n;
+});
 
 }  // namespace

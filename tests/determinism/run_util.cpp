@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "hal/registry.h"
 #include "check/device_io.h"
+#include "hal/registry.h"
 
 namespace msa_test {
 
@@ -52,8 +52,8 @@ std::string bitwise_diff(const Outputs& a, const Outputs& b) {
     const size_t es = msa::hal::dtype_size(a.tensors[i].dtype);
     for (size_t j = 0; j < x.size(); ++j)
       if (x[j] != y[j])
-        return a.names[i] + " element " + std::to_string(j / es) + ": " +
-               std::to_string(a.tensors[i].get(j / es)) + " vs " + std::to_string(b.tensors[i].get(j / es));
+        return a.names[i] + " element " + std::to_string(j / es) + ": " + std::to_string(a.tensors[i].get(j / es)) +
+               " vs " + std::to_string(b.tensors[i].get(j / es));
   }
   return "";
 }

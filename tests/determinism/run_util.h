@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "check/case.h"
 #include "hal/device.h"
 #include "hal/host_tensor.h"
-#include "check/case.h"
 
 namespace msa_test {
 

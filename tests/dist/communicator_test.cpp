@@ -42,8 +42,7 @@ void exercise(const std::string& backend, int world) {
     auto dy = hal::to_device(d, y);
     c.all_reduce_sum(dy.tensor);
     const hal::HostTensor sy = hal::to_host(d, dy.tensor);
-    for (int i = 0; i < 64; ++i)
-      ASSERT_EQ(sy.get(i), static_cast<float>(world * (world - 1) / 2 + world * (i % 4)));
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(sy.get(i), static_cast<float>(world * (world - 1) / 2 + world * (i % 4)));
     // all_gather through all_gather_ints.
     const std::vector<int32_t> mine{r, 10 * r, -r};
     const std::vector<int32_t> all = all_gather_ints(c, mine);
@@ -86,11 +85,11 @@ TEST(DistHost, CollectivesOneToFourRanks) {
 TEST(DistHost, FailingRankDoesNotHangTheOthers) {
   World w("cpu-ref", 3);
   EXPECT_THROW(w.run([&](Communicator& c) {
-                 if (c.rank() == 1) throw Error("rank 1 fails before the collective");
-                 auto t = c.device().alloc_tensor(hal::DType::f32, {4});
-                 c.device().stream().fill_bytes(t.tensor, 0);
-                 c.all_reduce_sum(t.tensor);  // ranks 0 and 2 wait here until aborted
-               }),
+    if (c.rank() == 1) throw Error("rank 1 fails before the collective");
+    auto t = c.device().alloc_tensor(hal::DType::f32, {4});
+    c.device().stream().fill_bytes(t.tensor, 0);
+    c.all_reduce_sum(t.tensor);  // ranks 0 and 2 wait here until aborted
+  }),
                Error);
 }
 

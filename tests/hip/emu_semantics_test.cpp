@@ -57,8 +57,8 @@ TEST_P(Semantics, ShufflesFollowHipRules) {
           if (mode == msa_emu::kXor && (lane ^ arg) < seg + width) src = lane ^ arg;
           if (mode == msa_emu::kUp && lane - arg >= seg) src = lane - arg;
           if (mode == msa_emu::kDown && lane % width + arg < width) src = lane + arg;
-          ASSERT_EQ(got[t], 1000 + base + src) << "mode " << mode << " width " << width << " arg " << arg
-                                               << " thread " << t;
+          ASSERT_EQ(got[t], 1000 + base + src)
+              << "mode " << mode << " width " << width << " arg " << arg << " thread " << t;
         }
       }
     }
@@ -105,8 +105,10 @@ TEST_P(Semantics, SharedMemoryAndBarrier) {
 TEST_P(Semantics, DivergentBarrierIsReported) {
   EXPECT_THROW(run(W(), 2 * W(),
                    [&] {
-                     if (msa_emu::lane_id() < W() / 2) msa_emu::sync_block();
-                     else msa_emu::shfl(msa_emu::kXor, 1, 1, W());
+                     if (msa_emu::lane_id() < W() / 2)
+                       msa_emu::sync_block();
+                     else
+                       msa_emu::shfl(msa_emu::kXor, 1, 1, W());
                    }),
                msa_emu::EmuError);
 }

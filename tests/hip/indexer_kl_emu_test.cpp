@@ -42,8 +42,7 @@ std::vector<Shape> shapes() {
     s.push_back({"Bs = 16 (one short key chunk)", attn(mixed, 4, 2, 64, 16, 1, 5, kBF16), st});
     s.push_back({"Bs = 160 (three key chunks, the last short)", attn(mixed, 4, 2, 64, 160, 1, 2, kBF16), st});
     s.push_back({"G = 40 (two head chunks of the target tile)", attn(mixed, 40, 1, 64, 64, 1, 2, kBF16), st});
-    s.push_back({"G = 20 shared over 2 KV heads",
-                 attn(mixed, 40, 2, 64, 64, 1, 2, kBF16, SelectionMode::shared), st});
+    s.push_back({"G = 20 shared over 2 KV heads", attn(mixed, 40, 2, 64, 64, 1, 2, kBF16, SelectionMode::shared), st});
   }
   return s;
 }

@@ -11,9 +11,9 @@
 #include <tuple>
 #include <vector>
 
+#include "check/case.h"
 #include "hal/op_id.h"
 #include "hal/registry.h"
-#include "check/case.h"
 #include "tests/hip/emu/emu_device.h"
 
 namespace msa::cases {
@@ -78,7 +78,8 @@ TEST(PortableEmuTopk, RegisterPathsMatchReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, PortableEmu, ::testing::Combine(::testing::Values(64, 32), ::testing::ValuesIn(all_ops())),
+INSTANTIATE_TEST_SUITE_P(Ops, PortableEmu,
+                         ::testing::Combine(::testing::Values(64, 32), ::testing::ValuesIn(all_ops())),
                          [](const auto& info) {
                            return "wave" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });

@@ -45,7 +45,8 @@ struct Tiny {
       for (int s = 0; s < kBs; ++s)
         if (!live(page, s))
           for (int d = 0; d < kD; ++d) {
-            for (int g = 0; g < 2; ++g) k.set(((page * 2 + g) * kBs + s) * kD + d, nan), v.set(((page * 2 + g) * kBs + s) * kD + d, nan);
+            for (int g = 0; g < 2; ++g)
+              k.set(((page * 2 + g) * kBs + s) * kD + d, nan), v.set(((page * 2 + g) * kBs + s) * kD + d, nan);
             ki.set((page * kBs + s) * kD + d, nan);
           }
   }
@@ -104,7 +105,8 @@ KeyGrads run_op(int wave, const std::string& op, const Tiny& good, const Tiny& b
       msa::ops::SparseAttentionBackwardArgs a;
       a.dout = r.up(bad.dout), a.q = r.up(bad.q), a.k_cache = r.up(bad.k), a.v_cache = r.up(bad.v);
       a.block_table = r.up(bad.table), a.kv_len = r.up(bad.kv_len), a.cu_q = r.up(bad.cu_q);
-      a.block_idx = r.up(bad.block_idx), a.NQ = bad.NQ, a.out = out, a.lse = lse, a.dq = dq, a.dk_cache = dk, a.dv_cache = dv;
+      a.block_idx = r.up(bad.block_idx), a.NQ = bad.NQ, a.out = out, a.lse = lse, a.dq = dq, a.dk_cache = dk,
+      a.dv_cache = dv;
       msa::ops::sparse_block_attention_backward(*r.dev, a);
     } else {
       msa::ops::DenseAttentionBackwardArgs a;

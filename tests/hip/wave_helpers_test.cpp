@@ -60,17 +60,23 @@ float mx(float a, float b) { return std::max(a, b); }
 
 TEST(WAVE_SUITE, WarpSumEveryWidth) {
   const int n = 4 * kWarp;
-  EXPECT_EQ(0, segment_mismatches<kWarp>(n, [](float v) { return warp_sum(v); }, add, 0.0f));
-  EXPECT_EQ(0, segment_mismatches<kWarp>(n, [](float v) { return warp_sum<kWarp>(v); }, add, 0.0f));
-  EXPECT_EQ(0, segment_mismatches<16>(n, [](float v) { return warp_sum<16>(v); }, add, 0.0f));
-  EXPECT_EQ(0, segment_mismatches<4>(n, [](float v) { return warp_sum<4>(v); }, add, 0.0f));
+  EXPECT_EQ(0, segment_mismatches<kWarp>(
+                   n, [](float v) { return warp_sum(v); }, add, 0.0f));
+  EXPECT_EQ(0, segment_mismatches<kWarp>(
+                   n, [](float v) { return warp_sum<kWarp>(v); }, add, 0.0f));
+  EXPECT_EQ(0, segment_mismatches<16>(
+                   n, [](float v) { return warp_sum<16>(v); }, add, 0.0f));
+  EXPECT_EQ(0, segment_mismatches<4>(
+                   n, [](float v) { return warp_sum<4>(v); }, add, 0.0f));
 }
 
 TEST(WAVE_SUITE, WarpMaxEveryWidth) {
   const int n = 4 * kWarp;
   const float lo = -std::numeric_limits<float>::infinity();
-  EXPECT_EQ(0, segment_mismatches<kWarp>(n, [](float v) { return warp_max(v); }, mx, lo));
-  EXPECT_EQ(0, segment_mismatches<8>(n, [](float v) { return warp_max<8>(v); }, mx, lo));
+  EXPECT_EQ(0, segment_mismatches<kWarp>(
+                   n, [](float v) { return warp_max(v); }, mx, lo));
+  EXPECT_EQ(0, segment_mismatches<8>(
+                   n, [](float v) { return warp_max<8>(v); }, mx, lo));
 }
 
 TEST(WAVE_SUITE, WarpSumInt) {
@@ -179,7 +185,8 @@ __device__ __forceinline__ float block_sum_assuming_32(float v, float* scratch) 
 
 TEST(WAVE_SUITE, HardCoded32IsCaught) {
   const int n = 2 * kWarp;
-  const int bad = segment_mismatches<kWarp>(n, [](float v) { return warp_sum_assuming_32(v); }, add, 0.0f);
+  const int bad = segment_mismatches<kWarp>(
+      n, [](float v) { return warp_sum_assuming_32(v); }, add, 0.0f);
   if (kWarp == 64) {
     EXPECT_EQ(bad, n) << "a 32-lane warp_sum must fail the wave-64 check on every lane";
   } else {
@@ -218,9 +225,22 @@ TEST(WAVE_SUITE, LaneMasksAreWaveWide) {
 // ---- scalar helpers (no lanes involved): bit-exact against msa's host conversions -------
 
 std::vector<float> sample_floats() {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 448.0f, 464.0f, 465.0f, -500.0f, 1e-3f, 1e-9f, 65504.0f,
-                          65520.0f, 1e30f, std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          448.0f,
+                          464.0f,
+                          465.0f,
+                          -500.0f,
+                          1e-3f,
+                          1e-9f,
+                          65504.0f,
+                          65520.0f,
+                          1e30f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(),
                           std::numeric_limits<float>::denorm_min()};
   std::mt19937 rng(5);
   for (int i = 0; i < 20000; ++i) {
@@ -255,8 +275,10 @@ TEST(WAVE_SUITE, ConversionsMatchHost) {
     ASSERT_EQ(bits(bf16_bits_to_f32(b)), bits(hal::bf16_to_f32(b))) << f;
     ASSERT_EQ(bits(f16_bits_to_f32(h)), bits(hal::f16_to_f32(h))) << f;
     const float fq = fp8_bits_to_f32(q), hq = hal::fp8_e4m3_to_f32(q);
-    if (hq != hq) ASSERT_TRUE(fq != fq);
-    else ASSERT_EQ(bits(fq), bits(hq)) << f;
+    if (hq != hq)
+      ASSERT_TRUE(fq != fq);
+    else
+      ASSERT_EQ(bits(fq), bits(hq)) << f;
   }
 }
 
@@ -273,8 +295,7 @@ TEST(WAVE_SUITE, OrderedKeysAreMonotonic) {
       ASSERT_LT(a, b) << finite[i - 1] << " " << finite[i];
     }
   }
-  EXPECT_EQ(ordered_key(std::numeric_limits<float>::quiet_NaN()),
-            ordered_key(-std::numeric_limits<float>::infinity()));
+  EXPECT_EQ(ordered_key(std::numeric_limits<float>::quiet_NaN()), ordered_key(-std::numeric_limits<float>::infinity()));
   EXPECT_EQ(ordered_key(-0.0f), ordered_key(0.0f));
   EXPECT_GT(ordered_key(-std::numeric_limits<float>::infinity()), 0u);
 }

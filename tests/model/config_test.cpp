@@ -1,10 +1,10 @@
 // config.json parsing, validation errors naming the field, and the presets.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cfloat>
 #include <cmath>
 #include <fstream>
-#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -18,8 +18,7 @@ namespace {
 
 // Expects parse_config(j) to throw msa::Error whose message names `field` (and contains
 // `shows`, when given).
-void expect_field_error(const nlohmann::json& j, const std::string& field,
-                        const std::string& shows = "") {
+void expect_field_error(const nlohmann::json& j, const std::string& field, const std::string& shows = "") {
   try {
     parse_config(j);
     ADD_FAILURE() << "no error for field " << field << " (" << shows << ")";
@@ -69,10 +68,16 @@ TEST(ModelConfig, M3AttnHasM3AttentionShape) {
 }
 
 TEST(ModelConfig, HuggingFaceFieldsAndDefaults) {
-  nlohmann::json j = {{"hidden_size", 256},       {"num_hidden_layers", 4}, {"num_attention_heads", 8},
-                      {"num_key_value_heads", 2}, {"head_dim", 64},         {"intermediate_size", 512},
-                      {"vocab_size", 500},        {"partial_rotary_factor", 0.25},
-                      {"torch_dtype", "float32"}, {"sparse_score_type", "lse"},
+  nlohmann::json j = {{"hidden_size", 256},
+                      {"num_hidden_layers", 4},
+                      {"num_attention_heads", 8},
+                      {"num_key_value_heads", 2},
+                      {"head_dim", 64},
+                      {"intermediate_size", 512},
+                      {"vocab_size", 500},
+                      {"partial_rotary_factor", 0.25},
+                      {"torch_dtype", "float32"},
+                      {"sparse_score_type", "lse"},
                       {"sparse_num_index_heads", 1}};
   const Config c = parse_config(j);
   EXPECT_EQ(c.rotary_dim, 16);
@@ -118,8 +123,7 @@ TEST(ModelConfig, BadValuesNameTheirField) {
 // inf; vision_config.layer_norm_eps was not checked at all.)
 TEST(ModelConfig, FloatFieldsMustBeFinitePositiveFloats) {
   const std::vector<std::string> fields = {"rms_norm_eps", "rope_theta", "partial_rotary_factor",
-                                           "vision_config.rope_theta",
-                                           "vision_config.layer_norm_eps"};
+                                           "vision_config.rope_theta", "vision_config.layer_norm_eps"};
   for (const std::string& f : fields) {
     SCOPED_TRACE(f);
     for (const char* bad : {"1e300", "-1e300", "3.5e38", "1e-50", "1e-40", "0", "-0.0", "-1"})
@@ -137,10 +141,8 @@ TEST(ModelConfig, FloatFieldsMustBeFinitePositiveFloats) {
   }
   // The float range's ends are accepted and kept exactly.
   EXPECT_EQ(parse_config(tiny_with("rope_theta", "3.4028234663852886e38")).rope_theta, FLT_MAX);
-  EXPECT_EQ(parse_config(tiny_with("rms_norm_eps", "1.1754943508222875e-38")).rms_norm_eps,
-            FLT_MIN);
-  EXPECT_EQ(parse_config(tiny_with("vision_config.layer_norm_eps", "1e-5")).vision.layer_norm_eps,
-            1e-5f);
+  EXPECT_EQ(parse_config(tiny_with("rms_norm_eps", "1.1754943508222875e-38")).rms_norm_eps, FLT_MIN);
+  EXPECT_EQ(parse_config(tiny_with("vision_config.layer_norm_eps", "1e-5")).vision.layer_norm_eps, 1e-5f);
   EXPECT_EQ(parse_config(tiny_with("partial_rotary_factor", "1")).rotary_dim, 64);
   expect_field_error(tiny_with("partial_rotary_factor", "1.5"), "partial_rotary_factor", "got 1.5");
   // validate() checks a Config built in C++ the same way.
@@ -157,35 +159,44 @@ TEST(ModelConfig, FloatFieldsMustBeFinitePositiveFloats) {
 // (Before: 18446744073709551615 became -1, accepted as image_token_id and reported as "got
 // -1" for hidden_size.)
 TEST(ModelConfig, HugeIntegersAreRejectedAsWritten) {
-  const std::vector<std::string> fields = {"hidden_size", "vocab_size", "image_token_id",
-                                           "sparse_local_block", "vision_config.depth",
-                                           "vision_config.patch_size"};
+  const std::vector<std::string> fields = {"hidden_size",        "vocab_size",          "image_token_id",
+                                           "sparse_local_block", "vision_config.depth", "vision_config.patch_size"};
   for (const std::string& f : fields) {
     SCOPED_TRACE(f);
-    for (const char* bad : {"18446744073709551615", "18446744073709551614", "9223372036854775808",
-                            "4294967295", "2147483648", "-2147483649", "-9223372036854775808",
-                            "1e30", "-1e30"}) {
+    for (const char* bad : {"18446744073709551615", "18446744073709551614", "9223372036854775808", "4294967295",
+                            "2147483648", "-2147483649", "-9223372036854775808", "1e30", "-1e30"}) {
       // The value as written (nlohmann prints 1e30 as 1e+30), never a wrapped one.
       expect_field_error(tiny_with(f, bad), f,
-                         "must be an integer in [-2147483648, 2147483647], got " +
-                             nlohmann::json::parse(bad).dump());
+                         "must be an integer in [-2147483648, 2147483647], got " + nlohmann::json::parse(bad).dump());
     }
   }
-  expect_field_error(tiny_with("hidden_size", "128.5"), "hidden_size",
-                     "must be an integer, got 128.5");
+  expect_field_error(tiny_with("hidden_size", "128.5"), "hidden_size", "must be an integer, got 128.5");
   EXPECT_EQ(parse_config(tiny_with("hidden_size", "128.0")).hidden_size, 128);
 }
 
 // Negative or in-range but huge integers get a message naming the field and the value.
 TEST(ModelConfig, NegativeAndOverflowingIntegersNameTheirField) {
-  for (const char* f : {"hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim",
-                        "intermediate_size", "vocab_size", "sparse_block_size",
-                        "sparse_topk_blocks", "sparse_local_block", "sparse_init_block",
-                        "sparse_query_block", "num_dense_layers", "image_token_id",
-                        "vision_config.depth", "vision_config.hidden_size",
-                        "vision_config.intermediate_size", "vision_config.patch_size",
-                        "vision_config.temporal_patch_size", "vision_config.spatial_merge_size",
-                        "vision_config.window", "vision_config.in_channels"}) {
+  for (const char* f : {"hidden_size",
+                        "num_hidden_layers",
+                        "num_attention_heads",
+                        "head_dim",
+                        "intermediate_size",
+                        "vocab_size",
+                        "sparse_block_size",
+                        "sparse_topk_blocks",
+                        "sparse_local_block",
+                        "sparse_init_block",
+                        "sparse_query_block",
+                        "num_dense_layers",
+                        "image_token_id",
+                        "vision_config.depth",
+                        "vision_config.hidden_size",
+                        "vision_config.intermediate_size",
+                        "vision_config.patch_size",
+                        "vision_config.temporal_patch_size",
+                        "vision_config.spatial_merge_size",
+                        "vision_config.window",
+                        "vision_config.in_channels"}) {
     SCOPED_TRACE(f);
     expect_field_error(tiny_with(f, "-2"), f, "got -2");
     expect_field_error(tiny_with(f, "-2147483648"), f, "got -2147483648");
@@ -200,19 +211,15 @@ TEST(ModelConfig, NegativeAndOverflowingIntegersNameTheirField) {
     expect_field_error(j, f, "got -1");
   }
   // In int32 range, but patch_dim() / merge_tokens() (int products) would overflow.
-  expect_field_error(tiny_with("vision_config.patch_size", "2147483647"),
-                     "vision_config.patch_size", "exceeds 2147483647");
-  expect_field_error(tiny_with("vision_config.patch_size", "18919"),
-                     "vision_config.patch_size", "3 * 2 * 18919^2");
-  EXPECT_EQ(parse_config(tiny_with("vision_config.patch_size", "18918")).vision.patch_dim(),
-            3 * 2 * 18918 * 18918);
-  expect_field_error(tiny_with("vision_config.temporal_patch_size", "2147483647"),
-                     "vision_config.patch_size", "3 * 2147483647 * 14^2");
-  expect_field_error(tiny_with("vision_config.spatial_merge_size", "46341"),
-                     "vision_config.spatial_merge_size", "got 46341");
-  EXPECT_EQ(
-      parse_config(tiny_with("vision_config.spatial_merge_size", "46340")).vision.merge_tokens(),
-      46340 * 46340);
+  expect_field_error(tiny_with("vision_config.patch_size", "2147483647"), "vision_config.patch_size",
+                     "exceeds 2147483647");
+  expect_field_error(tiny_with("vision_config.patch_size", "18919"), "vision_config.patch_size", "3 * 2 * 18919^2");
+  EXPECT_EQ(parse_config(tiny_with("vision_config.patch_size", "18918")).vision.patch_dim(), 3 * 2 * 18918 * 18918);
+  expect_field_error(tiny_with("vision_config.temporal_patch_size", "2147483647"), "vision_config.patch_size",
+                     "3 * 2147483647 * 14^2");
+  expect_field_error(tiny_with("vision_config.spatial_merge_size", "46341"), "vision_config.spatial_merge_size",
+                     "got 46341");
+  EXPECT_EQ(parse_config(tiny_with("vision_config.spatial_merge_size", "46340")).vision.merge_tokens(), 46340 * 46340);
 }
 
 TEST(ModelConfig, UnknownPresetIsAnError) {

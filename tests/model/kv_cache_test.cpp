@@ -12,7 +12,7 @@ TEST(ModelKvCache, PagesExactlyAsNeeded) {
   auto dev = testing::cpu_ref();
   const Config c = preset_config("tiny");  // Bs = 64
   KvCache kv(*dev, c, hal::DType::bf16, hal::DType::bf16, 6);
-  const size_t page = 2 * 64 * 64 * 2;  // Hkv * Bs * D * bf16
+  const size_t page = 2 * 64 * 64 * 2;                      // Hkv * Bs * D * bf16
   EXPECT_EQ(kv.bytes(), 6 * (2 * 2 * page + 64 * 64 * 2));  // 2 layers of K+V, 1 of ki
   const int a = kv.add_sequence(), b = kv.add_sequence();
   EXPECT_EQ(kv.append(a, 1), 1);

@@ -190,7 +190,8 @@ inline Mat vision_tokens(const Weights& w, const VisionInput& in) {
     for (int64_t n = 0; n < N; ++n) {
       for (int ax = 0; ax < 3; ++ax)
         for (int64_t j = 0; j < npair; ++j)
-          angle[ax * npair + j] = in.pos[n * 3 + ax] * std::pow(static_cast<double>(v.rope_theta), -2.0 * j / (2 * npair));
+          angle[ax * npair + j] =
+              in.pos[n * 3 + ax] * std::pow(static_cast<double>(v.rope_theta), -2.0 * j / (2 * npair));
       for (int64_t h = 0; h < H; ++h) rotate(&m[(n * H + h) * Dv], 3 * npair, angle);
     }
   };
@@ -216,7 +217,8 @@ inline Mat vision_tokens(const Weights& w, const VisionInput& in) {
       std::vector<int64_t> keys;
       for (int64_t s = 0; s < N; ++s)
         if (s / per_t / v.window == win) keys.push_back(s);
-      for (int64_t hh = 0; hh < H; ++hh) attend(&q[(n * H + hh) * Dv], k, vv, C, hh * Dv, Dv, keys, &o[(n * H + hh) * Dv]);
+      for (int64_t hh = 0; hh < H; ++hh)
+        attend(&q[(n * H + hh) * Dv], k, vv, C, hh * Dv, Dv, keys, &o[(n * H + hh) * Dv]);
     }
     const Mat pb = get(w, p + "attn.proj.bias");
     const Mat a = linear(o, get(w, p + "attn.proj.weight"), C, &pb);

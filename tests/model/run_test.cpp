@@ -22,9 +22,9 @@ TEST(ModelRun, TinyMultimodalBatchWithCheck) {
   std::ostringstream out;
   EXPECT_EQ(run_main(o, out), 0);
   const std::string s = out.str();
-  for (const char* want : {"prefill chunk 3:", "decode step 2/2", "sparse_block_attention", "patch_attention_3d",
-                           "attended fraction", "tokens/s", "generated ids:", "seq 1:", "check: PASS",
-                           "prompt tokens 108 83"})
+  for (const char* want :
+       {"prefill chunk 3:", "decode step 2/2", "sparse_block_attention", "patch_attention_3d", "attended fraction",
+        "tokens/s", "generated ids:", "seq 1:", "check: PASS", "prompt tokens 108 83"})
     EXPECT_NE(s.find(want), std::string::npos) << "missing '" << want << "' in\n" << s;
 }
 

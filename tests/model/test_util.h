@@ -33,7 +33,7 @@ struct RunSpec {
   bool force_dense = false;
   bool poison = false;
   std::optional<hal::DType> dtype;
-  std::optional<hal::DType> ki_dtype;      // indexer key cache (default: the session's)
+  std::optional<hal::DType> ki_dtype;  // indexer key cache (default: the session's)
 };
 
 // Prompts of a spec: vision placeholders (if any) then the text.

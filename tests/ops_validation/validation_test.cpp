@@ -62,8 +62,8 @@ class Problem {
   void set_i32(const msa::hal::Tensor& t, std::vector<int32_t> v) { dev->stream().upload(t, v.data()); }
 
   std::unique_ptr<msa::hal::Device> dev;
-  msa::hal::Tensor q, k_cache, v_cache, qi, ki_cache, block_table, kv_len, cu_q, block_score, block_idx,
-      block_cnt, o, lse;
+  msa::hal::Tensor q, k_cache, v_cache, qi, ki_cache, block_table, kv_len, cu_q, block_score, block_idx, block_cnt, o,
+      lse;
 
  private:
   HostTensor rnd(DType t, std::vector<int64_t> s) {
@@ -198,7 +198,7 @@ TEST(OpsValidation, Nvfp4IndexerKeys) {
   auto per_token = p.dev->alloc_tensor(DType::fp8_e4m3, {6, 8});
   i.ki_scale = per_token.tensor;
   expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "ki_scale");  // [P][Bs][Di/16]
-  auto wide = p.dev->alloc_tensor(DType::fp4_e2m1x2, {6, 8, 16});  // Di codes instead of Di/2
+  auto wide = p.dev->alloc_tensor(DType::fp4_e2m1x2, {6, 8, 16});             // Di codes instead of Di/2
   i.ki_cache = wide.tensor;
   i.ki_scale = scales.tensor;
   expect_arg_error([&] { msa::ops::indexer_score(*p.dev, i); }, "ki_cache");
@@ -317,10 +317,10 @@ TEST(DType, Conversions) {
   EXPECT_TRUE(std::isinf(f16_to_f32(f32_to_f16(70000.0f))));
   EXPECT_EQ(f16_to_f32(f32_to_f16(5.9604645e-8f)), 5.9604645e-8f);  // smallest subnormal
   EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(448.0f)), 448.0f);
-  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1000.0f)), 448.0f);  // saturates
+  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1000.0f)), 448.0f);             // saturates
   EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(0.001953125f)), 0.001953125f);  // 2^-9 subnormal
-  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1.0625f)), 1.0f);   // halfway 1 / 1.125 -> even
-  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1.1875f)), 1.25f);  // halfway 1.125 / 1.25 -> even
+  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1.0625f)), 1.0f);               // halfway 1 / 1.125 -> even
+  EXPECT_EQ(fp8_e4m3_to_f32(f32_to_fp8_e4m3(1.1875f)), 1.25f);              // halfway 1.125 / 1.25 -> even
   EXPECT_TRUE(std::isnan(fp8_e4m3_to_f32(0x7f)));
   // Every fp8 value round-trips exactly.
   for (int b = 0; b < 256; ++b) {
@@ -348,18 +348,18 @@ TEST(DType, Nvfp4) {
   EXPECT_EQ(e2m1_element(packed, 0), -1.0f);
   EXPECT_EQ(e2m1_element(packed, 1), -0.5f);
   // Codes at scale 2: ties go to the even code, magnitudes past 6 saturate, code 0 is +0.
-  EXPECT_EQ(e2m1_code(0.5f, 2), 0);     // 0.25: tie 0 / 0.5 -> 0
+  EXPECT_EQ(e2m1_code(0.5f, 2), 0);  // 0.25: tie 0 / 0.5 -> 0
   EXPECT_EQ(e2m1_code(0.51f, 2), 1);
-  EXPECT_EQ(e2m1_code(1.5f, 2), 2);     // 0.75: tie 0.5 / 1 -> 1 (code 2)
-  EXPECT_EQ(e2m1_code(2.5f, 2), 2);     // 1.25: tie 1 / 1.5 -> 1
-  EXPECT_EQ(e2m1_code(3.5f, 2), 4);     // 1.75: tie 1.5 / 2 -> 2
-  EXPECT_EQ(e2m1_code(5.0f, 2), 4);     // 2.5: tie 2 / 3 -> 2
-  EXPECT_EQ(e2m1_code(7.0f, 2), 6);     // 3.5: tie 3 / 4 -> 4
-  EXPECT_EQ(e2m1_code(10.0f, 2), 6);    // 5: tie 4 / 6 -> 4
+  EXPECT_EQ(e2m1_code(1.5f, 2), 2);   // 0.75: tie 0.5 / 1 -> 1 (code 2)
+  EXPECT_EQ(e2m1_code(2.5f, 2), 2);   // 1.25: tie 1 / 1.5 -> 1
+  EXPECT_EQ(e2m1_code(3.5f, 2), 4);   // 1.75: tie 1.5 / 2 -> 2
+  EXPECT_EQ(e2m1_code(5.0f, 2), 4);   // 2.5: tie 2 / 3 -> 2
+  EXPECT_EQ(e2m1_code(7.0f, 2), 6);   // 3.5: tie 3 / 4 -> 4
+  EXPECT_EQ(e2m1_code(10.0f, 2), 6);  // 5: tie 4 / 6 -> 4
   EXPECT_EQ(e2m1_code(10.5f, 2), 7);
-  EXPECT_EQ(e2m1_code(1e9f, 2), 7);     // saturates at 6
+  EXPECT_EQ(e2m1_code(1e9f, 2), 7);  // saturates at 6
   EXPECT_EQ(e2m1_code(-3.0f, 2), 8 | 3);
-  EXPECT_EQ(e2m1_code(-0.1f, 2), 0);    // -0 -> +0
+  EXPECT_EQ(e2m1_code(-0.1f, 2), 0);  // -0 -> +0
   EXPECT_EQ(e2m1_code(NAN, 2), 0);
   // A group: amax 12 -> scale e4m3(2) = 2; NaN ignored by amax and coded 0.
   float x[16] = {12, -12, 1, -1, 0, NAN, 3, 5, 7, 9, 11, -0.5f, 0.5f, 2, 4, 6};

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "hal/error.h"
-#include "tests/common/error_of.h"
 #include "hal/host_tensor.h"
 #include "hal/registry.h"
 #include "ops/ops.h"
+#include "tests/common/error_of.h"
 
 namespace {
 

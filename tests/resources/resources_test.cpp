@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "hal/error.h"
-#include "tests/common/error_of.h"
 #include "hal/host_tensor.h"
 #include "hal/registry.h"
 #include "ops/ops.h"
+#include "tests/common/error_of.h"
 
 namespace {
 
@@ -26,9 +26,7 @@ const std::vector<std::string> kBackends = {"cpu-ref", "cpu", "cuda", "hip", "vu
 std::string unavailable(const std::string& backend) {
   for (const auto& s : msa::hal::list_backends())
     if (s.name == backend)
-      return !s.compiled ? s.unavailable_reason
-             : s.devices.empty() ? "no device: " + s.unavailable_reason
-                                 : "";
+      return !s.compiled ? s.unavailable_reason : s.devices.empty() ? "no device: " + s.unavailable_reason : "";
   return "unknown backend";
 }
 
@@ -84,7 +82,8 @@ TEST_P(Resources, OverlappingCopyIsAnErrorDisjointRowsCopy) {
     EXPECT_EQ(r.get(i), static_cast<float>(i));
     EXPECT_EQ(r.get(16 + i), static_cast<float>(i)) << "row copy, element " << i;
   }
-  for (const auto& [dst, src] : {std::pair{t.slice_rows(1, 3), t.slice_rows(0, 2)}, {t.slice_rows(0, 3), t.slice_rows(1, 4)}}) {
+  for (const auto& [dst, src] :
+       {std::pair{t.slice_rows(1, 3), t.slice_rows(0, 2)}, {t.slice_rows(0, 3), t.slice_rows(1, 4)}}) {
     const std::string msg = error_of([&] { st.copy(dst, src); });
     EXPECT_NE(msg.find("overlap"), std::string::npos) << "overlapping copy: " << msg;
     EXPECT_NE(msg.find("copy: dst"), std::string::npos) << "message does not name the arguments: " << msg;
@@ -102,8 +101,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, Resources, ::testing::ValuesIn(kBackends), []
 });
 
 TEST(Devices, AbsentOrMalformedDevicesAreErrorsNamingTheDevice) {
-  for (const char* name : {"cuda:7", "hip:7", "vulkan:7", "cpu:1", "cpu-ref:1", "cuda:1234567", "cuda:-1",
-                           "cuda:x", "cuda:", "tpu", "tpu:0", "", ":", "cpu-ref:99999"}) {
+  for (const char* name : {"cuda:7", "hip:7", "vulkan:7", "cpu:1", "cpu-ref:1", "cuda:1234567", "cuda:-1", "cuda:x",
+                           "cuda:", "tpu", "tpu:0", "", ":", "cpu-ref:99999"}) {
     SCOPED_TRACE(name);
     const std::string msg = error_of([&] { auto d = msa::hal::create_device(name); });
     EXPECT_NE(msg, "") << "opening '" << name << "' succeeded";

@@ -143,31 +143,24 @@ TEST_F(Safetensors, NegativeAndNonIntegerDims) {
 }
 
 TEST_F(Safetensors, SizeOverflow) {
-  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})",
-                 std::string(4, '\0')),
-             "overflows");
-  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,4]}})",
-                 std::string(4, '\0')),
+  expect_bad(
+      raw(R"({"x":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})", std::string(4, '\0')),
+      "overflows");
+  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,4]}})", std::string(4, '\0')),
              "too large");
-  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,4]}})",
-                 std::string(4, '\0')),
+  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,4]}})", std::string(4, '\0')),
              "overflows");
 }
 
 TEST_F(Safetensors, OffsetsOutOfRange) {
-  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(4, '\0')),
-             "out of range");
-  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", std::string(8, '\0')),
-             "out of range");
-  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", std::string(8, '\0')),
-             "data_offsets");
-  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", std::string(8, '\0')),
-             "data_offsets");
+  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", std::string(4, '\0')), "out of range");
+  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", std::string(8, '\0')), "out of range");
+  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", std::string(8, '\0')), "data_offsets");
+  expect_bad(raw(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", std::string(8, '\0')), "data_offsets");
 }
 
 TEST_F(Safetensors, OffsetsNotMatchingShape) {
-  expect_bad(raw(R"({"x":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')),
-             "needs 6");
+  expect_bad(raw(R"({"x":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')), "needs 6");
 }
 
 TEST_F(Safetensors, OverlappingTensors) {
@@ -212,8 +205,8 @@ TEST_F(Safetensors, EveryTruncationIsAnError) {
 
 // A header nesting `depth` arrays inside the shape of tensor "x".
 std::string deep_header(int depth) {
-  return R"({"x":{"dtype":"F32","data_offsets":[0,4],"shape":)" + std::string(depth, '[') +
-         std::string(depth, ']') + "}}";
+  return R"({"x":{"dtype":"F32","data_offsets":[0,4],"shape":)" + std::string(depth, '[') + std::string(depth, ']') +
+         "}}";
 }
 
 // Deep nesting (100k levels, 200 KB) is rejected while parsing, before anything walks the
@@ -232,9 +225,8 @@ TEST_F(Safetensors, MessagesAreBounded) {
   for (int i = 0; i < 5000; ++i) shape += ",1";
   shape += ",-1]";
   const std::string long_name(100000, 'n');
-  for (const std::string& header :
-       {R"({"x":{"dtype":"F32","data_offsets":[0,4],"shape":)" + shape + "}}",
-        "{\"" + long_name + R"(":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})"}) {
+  for (const std::string& header : {R"({"x":{"dtype":"F32","data_offsets":[0,4],"shape":)" + shape + "}}",
+                                    "{\"" + long_name + R"(":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})"}) {
     const std::string p = raw(header, "");
     expect_bad(p, header.size() > 50000 ? "unsupported dtype" : "has a negative or non-integer dim");
     try {

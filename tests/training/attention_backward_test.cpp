@@ -28,9 +28,15 @@ TEST_P(AttentionBackward, MatchesFiniteDifferencesOfTheForward) {
   if (var.sparse) select_random(c, var.Qb, 3, var.mode, var.seed, var.empty_every);
   const Forward f = paged_forward(r, c, var.sparse, c.q, c.k, c.v);
   const Grads g = paged_backward(r, c, var.sparse, f);
-  const auto loss_q = [&](const std::vector<float>& q) { return loss_of(c.dout, paged_forward(r, c, var.sparse, q, c.k, c.v).out); };
-  const auto loss_k = [&](const std::vector<float>& k) { return loss_of(c.dout, paged_forward(r, c, var.sparse, c.q, k, c.v).out); };
-  const auto loss_v = [&](const std::vector<float>& v) { return loss_of(c.dout, paged_forward(r, c, var.sparse, c.q, c.k, v).out); };
+  const auto loss_q = [&](const std::vector<float>& q) {
+    return loss_of(c.dout, paged_forward(r, c, var.sparse, q, c.k, c.v).out);
+  };
+  const auto loss_k = [&](const std::vector<float>& k) {
+    return loss_of(c.dout, paged_forward(r, c, var.sparse, c.q, k, c.v).out);
+  };
+  const auto loss_v = [&](const std::vector<float>& v) {
+    return loss_of(c.dout, paged_forward(r, c, var.sparse, c.q, c.k, v).out);
+  };
   EXPECT_GT(expect_gradient(loss_q, c.q, g.dq, kTol, "dq"), 0);
   EXPECT_GT(expect_gradient(loss_k, c.k, g.dk, kTol, "dk_cache"), 0);
   EXPECT_GT(expect_gradient(loss_v, c.v, g.dv, kTol, "dv_cache"), 0);
@@ -49,15 +55,15 @@ TEST_P(AttentionBackward, MatchesFiniteDifferencesOfTheForward) {
   EXPECT_EQ(0, std::memcmp(again.dq.data(), g.dq.data(), g.dq.size() * sizeof(float)));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, AttentionBackward,
-    ::testing::Values(Variant{"dense", false, 1, ops::SelectionMode::per_kv_head, 0},
-                      Variant{"sparse_per_kv_head", true, 1, ops::SelectionMode::per_kv_head, 0},
-                      Variant{"sparse_Qb4", true, 4, ops::SelectionMode::per_kv_head, 0},
-                      Variant{"sparse_shared", true, 1, ops::SelectionMode::shared, 0},
-                      Variant{"sparse_shared_Qb2_empty_sets", true, 2, ops::SelectionMode::shared, 3, 17},
-                      Variant{"sparse_empty_sets", true, 1, ops::SelectionMode::per_kv_head, 2}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Variants, AttentionBackward,
+                         ::testing::Values(Variant{"dense", false, 1, ops::SelectionMode::per_kv_head, 0},
+                                           Variant{"sparse_per_kv_head", true, 1, ops::SelectionMode::per_kv_head, 0},
+                                           Variant{"sparse_Qb4", true, 4, ops::SelectionMode::per_kv_head, 0},
+                                           Variant{"sparse_shared", true, 1, ops::SelectionMode::shared, 0},
+                                           Variant{"sparse_shared_Qb2_empty_sets", true, 2, ops::SelectionMode::shared,
+                                                   3, 17},
+                                           Variant{"sparse_empty_sets", true, 1, ops::SelectionMode::per_kv_head, 2}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // Selecting every block of every sequence is dense attention: the two backward ops agree.
 TEST(AttentionBackward, SparseOverEveryBlockEqualsDense) {

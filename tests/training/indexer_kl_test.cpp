@@ -150,14 +150,14 @@ TEST_P(IndexerKl, MatchesItsDefinitionAndFiniteDifferences) {
   EXPECT_EQ(again.dqi, o.dqi);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, IndexerKl,
-    ::testing::Values(Variant{"dense", false, 1, ops::SelectionMode::per_kv_head, 0},
-                      Variant{"dense_shared", false, 1, ops::SelectionMode::shared, 0},
-                      Variant{"sparse", true, 1, ops::SelectionMode::per_kv_head, 0},
-                      Variant{"sparse_Qb4_empty_sets", true, 4, ops::SelectionMode::per_kv_head, 2},
-                      Variant{"sparse_shared_Qb2", true, 2, ops::SelectionMode::shared, 0}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Variants, IndexerKl,
+                         ::testing::Values(Variant{"dense", false, 1, ops::SelectionMode::per_kv_head, 0},
+                                           Variant{"dense_shared", false, 1, ops::SelectionMode::shared, 0},
+                                           Variant{"sparse", true, 1, ops::SelectionMode::per_kv_head, 0},
+                                           Variant{"sparse_Qb4_empty_sets", true, 4, ops::SelectionMode::per_kv_head,
+                                                   2},
+                                           Variant{"sparse_shared_Qb2", true, 2, ops::SelectionMode::shared, 0}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // A student that reproduces the target (one head per group, qi = q, ki = k, scale_i =
 // scale) has kl = 0 and no gradient; doubling dkl doubles the gradients.
@@ -174,8 +174,10 @@ TEST(IndexerKl, StudentEqualToTargetAndDklWeighting) {
   for (float x : o.kl) EXPECT_NEAR(x, 0.0f, 1e-6);
   for (float x : o.dqi) EXPECT_NEAR(x, 0.0f, 1e-6);
   for (size_t i = 0; i < o.dki.size(); ++i)
-    if (!std::isnan(k1.ki[i])) EXPECT_NEAR(o.dki[i], 0.0f, 1e-6);
-    else EXPECT_EQ(o.dki[i], 0.0f);
+    if (!std::isnan(k1.ki[i]))
+      EXPECT_NEAR(o.dki[i], 0.0f, 1e-6);
+    else
+      EXPECT_EQ(o.dki[i], 0.0f);
   // dkl = 2 everywhere gives twice the gradients of the default (all ones).
   PagedCase c = make_paged_case({4, 2}, {6, 5}, 2, 2, 2, 4, 81);
   const Forward f = paged_forward(r, c, false, c.q, c.k, c.v);

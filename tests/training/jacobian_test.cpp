@@ -68,7 +68,8 @@ TEST(ExplicitJacobian, DenseAttentionBackward) {
         vv.emplace_back(c.v.begin() + slot(b, s, kvh), c.v.begin() + slot(b, s, kvh) + c.D);
       }
       const size_t row = (t * c.Hq + h) * c.D;
-      const std::vector<double> q(c.q.begin() + row, c.q.begin() + row + c.D), dout(c.dout.begin() + row, c.dout.begin() + row + c.D);
+      const std::vector<double> q(c.q.begin() + row, c.q.begin() + row + c.D),
+          dout(c.dout.begin() + row, c.dout.begin() + row + c.D);
       std::vector<double> gq(c.D, 0.0);
       std::vector<std::vector<double>> gk(kk.size(), std::vector<double>(c.D, 0.0)), gv = gk;
       jacobian_grads(q, kk, vv, dout, scale, gq, gk, gv);
@@ -129,7 +130,8 @@ TEST(PatchAttention3dBackward, MatchesFiniteDifferencesOfTheForward) {
                            dout = cpu_ref_test::random_values(N * H * D, DType::f32, 64);
   const auto forward = [&](const std::vector<float>& qq, const std::vector<float>& kk, const std::vector<float>& vv) {
     ops::PatchAttention3dArgs a;
-    a.q = r.make(DType::f32, {N, H, D}, qq), a.k = r.make(DType::f32, {N, H, D}, kk), a.v = r.make(DType::f32, {N, H, D}, vv);
+    a.q = r.make(DType::f32, {N, H, D}, qq), a.k = r.make(DType::f32, {N, H, D}, kk),
+    a.v = r.make(DType::f32, {N, H, D}, vv);
     a.items = r.make_i32({2, 3}, items);
     a.window = 2;
     a.out = r.out(DType::f32, {N, H, D}), a.lse = r.out(DType::f32, {N, H});
@@ -139,7 +141,8 @@ TEST(PatchAttention3dBackward, MatchesFiniteDifferencesOfTheForward) {
   const Forward f = forward(q, k, v);
   ops::PatchAttention3dBackwardArgs a;
   a.dout = r.make(DType::f32, {N, H, D}, dout);
-  a.q = r.make(DType::f32, {N, H, D}, q), a.k = r.make(DType::f32, {N, H, D}, k), a.v = r.make(DType::f32, {N, H, D}, v);
+  a.q = r.make(DType::f32, {N, H, D}, q), a.k = r.make(DType::f32, {N, H, D}, k),
+  a.v = r.make(DType::f32, {N, H, D}, v);
   a.items = r.make_i32({2, 3}, items);
   a.window = 2;
   a.out = r.make(DType::f32, {N, H, D}, f.out), a.lse = r.make(DType::f32, {N, H}, f.lse);

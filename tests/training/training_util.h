@@ -29,7 +29,7 @@ struct PagedCase {
   ops::SelectionMode mode = ops::SelectionMode::per_kv_head;
   std::vector<float> q, k, v, dout;  // q/dout [T][Hq][D]; k/v [P][Hkv][Bs][D], NaN in slack slots
   QueryBlocks qbs;
-  std::vector<int32_t> block_idx;   // [NQ][Hs][K]
+  std::vector<int32_t> block_idx;  // [NQ][Hs][K]
 
   int Hs() const { return mode == ops::SelectionMode::shared ? 1 : Hkv; }
   std::vector<int64_t> q_shape() const { return {L.T, Hq, D}; }
@@ -68,7 +68,8 @@ inline void select_random(PagedCase& c, int Qb, int K, ops::SelectionMode mode, 
       const bool empty = empty_every > 0 && n % empty_every == 0;
       for (int b = 0; b < nb && static_cast<int>(row.size()) < K && !empty; ++b)
         if (rng.chance(0.6)) row.push_back(b);
-      while (static_cast<int>(row.size()) < K) row.push_back(rng.chance(0.5) ? -1 : nb + static_cast<int32_t>(rng.below(4)));
+      while (static_cast<int>(row.size()) < K)
+        row.push_back(rng.chance(0.5) ? -1 : nb + static_cast<int32_t>(rng.below(4)));
       rng.shuffle(row);
       c.block_idx.insert(c.block_idx.end(), row.begin(), row.end());
     }

@@ -42,28 +42,61 @@ struct SparseBackwardCall {
 };
 
 TEST(TrainingValidation, SparseBackwardNamesTheArgument) {
-  { SparseBackwardCall s; s.run(); }  // the unmodified call is valid
-  { SparseBackwardCall s; s.a.dq = s.r.out(DType::bf16, s.c.q_shape());
-    expect_error([&] { s.run(); }, {"sparse_block_attention_backward", "'dq'", "f32"}); }
-  { SparseBackwardCall s; s.a.dout = s.r.out(DType::f32, {s.c.L.T, s.c.Hq, s.c.D + 1});
-    expect_error([&] { s.run(); }, {"'dout'"}); }
-  { SparseBackwardCall s; s.a.dk_cache = s.r.out(DType::f32, {s.c.L.P, 1, s.c.L.Bs, s.c.D + 1});
-    expect_error([&] { s.run(); }, {"'dk_cache'"}); }
-  { SparseBackwardCall s; s.a.dv_cache = s.a.dk_cache;
-    expect_error([&] { s.run(); }, {"'dv_cache'", "overlaps"}); }
-  { SparseBackwardCall s; s.a.lse = s.r.out(DType::f32, {s.c.L.T, s.c.Hq + 1});
-    expect_error([&] { s.run(); }, {"'lse'"}); }
-  { SparseBackwardCall s; s.a.NQ += 1;
+  {
+    SparseBackwardCall s;
+    s.run();
+  }  // the unmodified call is valid
+  {
+    SparseBackwardCall s;
+    s.a.dq = s.r.out(DType::bf16, s.c.q_shape());
+    expect_error([&] { s.run(); }, {"sparse_block_attention_backward", "'dq'", "f32"});
+  }
+  {
+    SparseBackwardCall s;
+    s.a.dout = s.r.out(DType::f32, {s.c.L.T, s.c.Hq, s.c.D + 1});
+    expect_error([&] { s.run(); }, {"'dout'"});
+  }
+  {
+    SparseBackwardCall s;
+    s.a.dk_cache = s.r.out(DType::f32, {s.c.L.P, 1, s.c.L.Bs, s.c.D + 1});
+    expect_error([&] { s.run(); }, {"'dk_cache'"});
+  }
+  {
+    SparseBackwardCall s;
+    s.a.dv_cache = s.a.dk_cache;
+    expect_error([&] { s.run(); }, {"'dv_cache'", "overlaps"});
+  }
+  {
+    SparseBackwardCall s;
+    s.a.lse = s.r.out(DType::f32, {s.c.L.T, s.c.Hq + 1});
+    expect_error([&] { s.run(); }, {"'lse'"});
+  }
+  {
+    SparseBackwardCall s;
+    s.a.NQ += 1;
     s.a.block_idx = s.r.make_i32({s.a.NQ, 1, 2}, std::vector<int32_t>(static_cast<size_t>(s.a.NQ) * 2, -1));
-    expect_error([&] { s.run(); }, {"'NQ'"}); }
-  { SparseBackwardCall s; s.a.scale = INFINITY;
-    expect_error([&] { s.run(); }, {"'scale'"}); }
-  { SparseBackwardCall s; std::vector<int32_t> bi = s.c.block_idx; bi[0] = 0; bi[1] = 0;
+    expect_error([&] { s.run(); }, {"'NQ'"});
+  }
+  {
+    SparseBackwardCall s;
+    s.a.scale = INFINITY;
+    expect_error([&] { s.run(); }, {"'scale'"});
+  }
+  {
+    SparseBackwardCall s;
+    std::vector<int32_t> bi = s.c.block_idx;
+    bi[0] = 0;
+    bi[1] = 0;
     s.a.block_idx = s.r.make_i32({s.c.qbs.nq(), 1, 2}, bi);
-    expect_error([&] { s.run(); }, {"'block_idx'", "more than once"}); }
-  { SparseBackwardCall s; std::vector<int32_t> bt = s.c.L.block_table; bt[0] = 999;
+    expect_error([&] { s.run(); }, {"'block_idx'", "more than once"});
+  }
+  {
+    SparseBackwardCall s;
+    std::vector<int32_t> bt = s.c.L.block_table;
+    bt[0] = 999;
     s.a.block_table = s.r.make_i32({s.c.L.B, s.c.L.max_blocks}, bt);
-    expect_error([&] { s.run(); }, {"'block_table'"}); }
+    expect_error([&] { s.run(); }, {"'block_table'"});
+  }
 }
 
 TEST(TrainingValidation, IndexerKlNamesTheArgument) {
@@ -89,21 +122,25 @@ TEST(TrainingValidation, IndexerKlNamesTheArgument) {
   };
   call([](ops::IndexerKlArgs&) {});  // valid
   expect_error([&] { call([&](ops::IndexerKlArgs& a) {
-    a.ki_cache = r.out(DType::fp8_e4m3, {c.L.P, c.L.Bs, 4}); }); }, {"indexer_kl", "'ki_cache'", "inference formats"});
+                       a.ki_cache = r.out(DType::fp8_e4m3, {c.L.P, c.L.Bs, 4});
+                     }); },
+               {"indexer_kl", "'ki_cache'", "inference formats"});
   expect_error([&] { call([&](ops::IndexerKlArgs& a) {
-    a.block_idx = r.make_i32({1, 1, 1}, {0}); }); }, {"'block_idx'", "stage sparse"});
+                       a.block_idx = r.make_i32({1, 1, 1}, {0});
+                     }); },
+               {"'block_idx'", "stage sparse"});
+  expect_error([&] { call([&](ops::IndexerKlArgs& a) { a.stage = ops::KlStage::sparse; }); }, {"'block_idx'"});
+  expect_error([&] { call([&](ops::IndexerKlArgs& a) { a.dkl = r.out(DType::f32, {c.L.T, 2}); }); }, {"'dkl'"});
   expect_error([&] { call([&](ops::IndexerKlArgs& a) {
-    a.stage = ops::KlStage::sparse; }); }, {"'block_idx'"});
+                       a.qi = r.out(DType::f32, {c.L.T, 2, 4});
+                     }); },
+               {"'qi'", "Hi == Hs"});
   expect_error([&] { call([&](ops::IndexerKlArgs& a) {
-    a.dkl = r.out(DType::f32, {c.L.T, 2}); }); }, {"'dkl'"});
-  expect_error([&] { call([&](ops::IndexerKlArgs& a) {
-    a.qi = r.out(DType::f32, {c.L.T, 2, 4}); }); }, {"'qi'", "Hi == Hs"});
-  expect_error([&] { call([&](ops::IndexerKlArgs& a) {
-    a.dki_cache = r.out(DType::f32, {c.L.P, c.L.Bs, 5}); }); }, {"'dki_cache'"});
-  expect_error([&] { call([&](ops::IndexerKlArgs& a) {
-    a.scale_i = NAN; }); }, {"'scale_i'"});
-  expect_error([&] { call([&](ops::IndexerKlArgs& a) {
-    a.stage = static_cast<ops::KlStage>(7); }); }, {"'stage'"});
+                       a.dki_cache = r.out(DType::f32, {c.L.P, c.L.Bs, 5});
+                     }); },
+               {"'dki_cache'"});
+  expect_error([&] { call([&](ops::IndexerKlArgs& a) { a.scale_i = NAN; }); }, {"'scale_i'"});
+  expect_error([&] { call([&](ops::IndexerKlArgs& a) { a.stage = static_cast<ops::KlStage>(7); }); }, {"'stage'"});
 }
 
 TEST(TrainingValidation, PatchBackwardNamesTheArgument) {

@@ -71,7 +71,8 @@ class AddressPath : public VulkanTest {
         }
     }
     auto kbuf = d.alloc(static_cast<size_t>(P * pb)), vbuf = d.alloc(static_cast<size_t>(P * pb));
-    const hal::Tensor kc(kbuf.get(), DType::bf16, {P, x.Hkv, x.Bs, x.D}), vc(vbuf.get(), DType::bf16, {P, x.Hkv, x.Bs, x.D});
+    const hal::Tensor kc(kbuf.get(), DType::bf16, {P, x.Hkv, x.Bs, x.D}),
+        vc(vbuf.get(), DType::bf16, {P, x.Hkv, x.Bs, x.D});
     d.stream().fill_bytes(kc, 0xFF);
     d.stream().fill_bytes(vc, 0xFF);
     std::mt19937 data_rng(9);  // the same page contents on every device
@@ -138,7 +139,8 @@ TEST_F(AddressPath, ForcedOnSmallCachesMatchesBindingsAndReference) {
 TEST_F(AddressPath, CachesPastTheBindingLimitMatchReference) {
   const Decode x{{1000, 333, 7 * 64 + 1}};
   const uint64_t range = caps_of(dev()).max_storage_range;
-  if (range > (uint64_t{4} << 30)) GTEST_SKIP() << "maxStorageBufferRange " << range << " B: caches past it too large for a test";
+  if (range > (uint64_t{4} << 30))
+    GTEST_SKIP() << "maxStorageBufferRange " << range << " B: caches past it too large for a test";
   const int64_t MB = x.MB(), n = x.B() * MB;
   const int64_t limit_page = static_cast<int64_t>(range) / x.page_bytes();
   const int64_t P = limit_page + n;  // pages [P - 2n, P) straddle the limit
@@ -182,7 +184,8 @@ std::vector<uint8_t> append(hal::Device& d, int64_t P, const PageOf& page) {
     for (int64_t b = 0; b < 2; ++b)
       for (int64_t blk = 0; blk < MB; ++blk) {
         std::vector<uint8_t> bytes(static_cast<size_t>(pb));
-        d.stream().download(bytes.data(), hal::Tensor(buf, DType::fp8_e4m3, {pb}, static_cast<size_t>(page(b, blk) * pb)));
+        d.stream().download(bytes.data(),
+                            hal::Tensor(buf, DType::fp8_e4m3, {pb}, static_cast<size_t>(page(b, blk) * pb)));
         got.insert(got.end(), bytes.begin(), bytes.end());
       }
   return got;
@@ -206,7 +209,8 @@ TEST_F(AddressPath, KvAppendByAddressMatchesReference) {
   }
   EXPECT_EQ(address_binds(dev()), before + 2) << "MSA_VK_FORCE_BDA=1 did not take the caches by address";
   const uint64_t range = caps_of(dev()).max_storage_range;
-  if (range > (uint64_t{4} << 30)) GTEST_SKIP() << "maxStorageBufferRange " << range << " B: caches past it too large for a test";
+  if (range > (uint64_t{4} << 30))
+    GTEST_SKIP() << "maxStorageBufferRange " << range << " B: caches past it too large for a test";
   const int64_t limit_page = static_cast<int64_t>(range) / (2 * 64 * 128 * 2), P = limit_page + 4;
   EXPECT_EQ(append(dev(), P, [&](int64_t b, int64_t blk) { return P - 1 - 2 * (b * 3 + blk); }), want);
   EXPECT_EQ(address_binds(dev()), before + 4) << "caches past the binding limit did not go by address";
@@ -256,8 +260,10 @@ TEST_F(AddressPath, IndexerByAddressMatchesReference) {
   auto expect_scores = [&](const std::vector<float>& got) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
-      if (std::isinf(want[i])) EXPECT_EQ(got[i], want[i]) << "score " << i;
-      else EXPECT_NEAR(got[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << "score " << i;
+      if (std::isinf(want[i]))
+        EXPECT_EQ(got[i], want[i]) << "score " << i;
+      else
+        EXPECT_NEAR(got[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << "score " << i;
     }
   };
   const uint64_t before = address_binds(dev());
@@ -267,7 +273,8 @@ TEST_F(AddressPath, IndexerByAddressMatchesReference) {
   }
   EXPECT_EQ(address_binds(dev()), before + 1) << "MSA_VK_FORCE_BDA=1 did not take the keys by address";
   const uint64_t range = caps_of(dev()).max_storage_range;
-  if (range > (uint64_t{4} << 30)) GTEST_SKIP() << "maxStorageBufferRange " << range << " B: caches past it too large for a test";
+  if (range > (uint64_t{4} << 30))
+    GTEST_SKIP() << "maxStorageBufferRange " << range << " B: caches past it too large for a test";
   const int64_t limit_page = static_cast<int64_t>(range) / (64 * 128 * 2), P = limit_page + 32;
   expect_scores(index(dev(), P, [&](int64_t b, int64_t blk) { return P - 1 - 2 * (b * 16 + blk); }));
   EXPECT_EQ(address_binds(dev()), before + 2) << "a key cache past the binding limit did not go by address";
@@ -313,10 +320,12 @@ TEST_F(AddressPath, SupportsReferenceB8At1MUnlessTurnedOff) {
 // address); only its dense baseline, which has no address variant, refuses, by itself.
 TEST_F(AddressPath, LayerCasePastTheBindingLimitRunsWithoutItsBaseline) {
   const uint64_t range = caps_of(dev()).max_storage_range;
-  if (range > (uint64_t{256} << 20)) GTEST_SKIP() << "maxStorageBufferRange " << range << " B: a case past it is too large for a test";
+  if (range > (uint64_t{256} << 20))
+    GTEST_SKIP() << "maxStorageBufferRange " << range << " B: a case past it is too large for a test";
   std::unique_ptr<cases::Case> big;
   for (auto& c : cases::make_cases("perf", "msa_layer", 1.0))
-    if (c->vars().find("kv=[8 x 32768..32768]") != std::string::npos && c->vars().find("ki=bf16") != std::string::npos) {
+    if (c->vars().find("kv=[8 x 32768..32768]") != std::string::npos &&
+        c->vars().find("ki=bf16") != std::string::npos) {
       big = std::move(c);  // K and V 256 MiB each
       break;
     }

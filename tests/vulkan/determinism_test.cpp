@@ -54,10 +54,10 @@ TEST_F(Determinism, BlockTopkMatchesReferenceOnTies) {
     int64_t MB, Hs;
   };
   const Shape shapes[] = {
-      {{1, 1, 3}, {640, 64, 333}, 1, 4, 16, 0, 1, 200, 2},      // rows longer than a workgroup
-      {{5, 1}, {1000, 37}, 1, 4, 64, 2, 2, 260, 1},             // k = 64, sinks, 2 local blocks
-      {{40}, {900}, 8, 4, 12, 1, 1, 230, 4},                    // Qb = 8 > Bs: several forced locals
-      {{1}, {4}, 1, 4, 3, 0, 0, 8, 1},                          // nvalid <= k
+      {{1, 1, 3}, {640, 64, 333}, 1, 4, 16, 0, 1, 200, 2},  // rows longer than a workgroup
+      {{5, 1}, {1000, 37}, 1, 4, 64, 2, 2, 260, 1},         // k = 64, sinks, 2 local blocks
+      {{40}, {900}, 8, 4, 12, 1, 1, 230, 4},                // Qb = 8 > Bs: several forced locals
+      {{1}, {4}, 1, 4, 3, 0, 0, 8, 1},                      // nvalid <= k
   };
   uint32_t seed = 1;
   for (const Shape& sh : shapes) {

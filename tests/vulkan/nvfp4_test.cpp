@@ -10,10 +10,10 @@
 //   boundary of the code rule and its neighbours, e4m3 subnormal scales, scale rounding
 //   ties) written bit-exactly, into views at word-aligned and odd byte offsets, without
 //   touching the neighbouring bytes.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <limits>
 #include <optional>
 #include <random>
@@ -49,7 +49,8 @@ std::vector<float> nvfp4_scores(hal::Device& d, const IndexerShape& x, bool lse)
   const int64_t P = B * MB;
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f), e(-4.0f, 2.0f);
-  hal::HostTensor qi(DType::bf16, {T, x.Hi, x.Di}), bt(DType::i32, {B, MB}), kvl(DType::i32, {B}), cuq(DType::i32, {B + 1});
+  hal::HostTensor qi(DType::bf16, {T, x.Hi, x.Di}), bt(DType::i32, {B, MB}), kvl(DType::i32, {B}),
+      cuq(DType::i32, {B + 1});
   for (int64_t i = 0; i < qi.numel(); ++i) qi.set(i, u(rng));
   cuq.data<int32_t>()[0] = 0;
   for (int64_t b = 0; b < B; ++b) {
@@ -126,7 +127,8 @@ TEST_F(Nvfp4, IndexerBlockPathMatchesReference) {
 
 TEST_F(Nvfp4, IndexerBlockPathByAddressMatchesReference) {
 #if MSA_TEST_VULKAN_INTERNALS
-  if (!static_cast<vulkan::VulkanDevice&>(dev()).caps().buffer_address) GTEST_SKIP() << "device without buffer device addresses";
+  if (!static_cast<vulkan::VulkanDevice&>(dev()).caps().buffer_address)
+    GTEST_SKIP() << "device without buffer device addresses";
   auto& stream = static_cast<vulkan::VulkanStream&>(dev().stream());
   const uint64_t before = stream.address_binds();
 #endif
@@ -193,7 +195,8 @@ std::vector<float> edge_groups(std::mt19937& rng) {
   // Scale rounding: amax just around 6 x (midpoints of adjacent e4m3 values), so that
   // amax * f32(1/6) lands on and around the RNE ties (normal and subnormal scales).
   for (int sb = 0; sb < 0x7e; ++sb) {
-    const float lo = hal::fp8_e4m3_to_f32(static_cast<uint8_t>(sb)), hi = hal::fp8_e4m3_to_f32(static_cast<uint8_t>(sb + 1));
+    const float lo = hal::fp8_e4m3_to_f32(static_cast<uint8_t>(sb)),
+                hi = hal::fp8_e4m3_to_f32(static_cast<uint8_t>(sb + 1));
     const float mid = 0.5f * (lo + hi);
     std::vector<float> g;
     for (float a : {6.0f * mid, mid / 0.16666667f, mid * 6.0000005f}) {
@@ -252,7 +255,8 @@ AppendResult append_nvfp4(hal::Device& d, DType kt, int64_t Di, const std::vecto
     for (int64_t c = 0; c < MB; ++c) bt.data<int32_t>()[b * MB + c] = static_cast<int32_t>(P - 1 - (b * MB + c));
   }
   const size_t code_bytes = static_cast<size_t>(P * Bs * Di / 2), scale_bytes = static_cast<size_t>(P * Bs * G);
-  const size_t cb_size = (code_off + code_bytes + 8 + 15) / 16 * 16, sb_size = (scale_off + scale_bytes + 8 + 15) / 16 * 16;
+  const size_t cb_size = (code_off + code_bytes + 8 + 15) / 16 * 16,
+               sb_size = (scale_off + scale_bytes + 8 + 15) / 16 * 16;
   auto cbuf = d.alloc(cb_size), sbuf = d.alloc(sb_size);
   const hal::Tensor cwhole(cbuf.get(), DType::fp8_e4m3, {static_cast<int64_t>(cb_size)}),
       swhole(sbuf.get(), DType::fp8_e4m3, {static_cast<int64_t>(sb_size)});
@@ -289,11 +293,12 @@ TEST_F(Nvfp4, KvAppendEdgeValuesBitExact) {
     while (vals.size() % static_cast<size_t>(Di) != 0) vals.push_back(0.5f);
     for (DType kt : {DType::f32, DType::bf16, DType::f16}) {
       for (auto [co, so] : {std::pair<size_t, size_t>{0, 0}, {1, 3}, {6, 2}, {8, 1}}) {
-        SCOPED_TRACE("Di " + std::to_string(Di) + " ki " + hal::dtype_name(kt) + " offsets " + std::to_string(co) + "/" +
-                     std::to_string(so));
+        SCOPED_TRACE("Di " + std::to_string(Di) + " ki " + hal::dtype_name(kt) + " offsets " + std::to_string(co) +
+                     "/" + std::to_string(so));
         const AppendResult want = append_nvfp4(*ref, kt, Di, vals, co, so);
         const AppendResult got = append_nvfp4(dev(), kt, Di, vals, co, so);
-        ASSERT_NE(std::count(want.codes.begin(), want.codes.end(), uint8_t{0xA5}), static_cast<long>(want.codes.size()));
+        ASSERT_NE(std::count(want.codes.begin(), want.codes.end(), uint8_t{0xA5}),
+                  static_cast<long>(want.codes.size()));
         expect_same_bytes(got.codes, want.codes, "ki_cache");
         expect_same_bytes(got.scales, want.scales, "ki_scale");
       }

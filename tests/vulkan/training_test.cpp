@@ -30,8 +30,8 @@ std::unique_ptr<Ref> open_vulkan() {
 }
 
 // Global NMSE of every gradient <= tol, and exactly 0 at every slack (NaN) slot.
-void expect_close(const std::vector<float>& got, const std::vector<float>& ref, const std::vector<float>& x,
-                  double tol, const char* what) {
+void expect_close(const std::vector<float>& got, const std::vector<float>& ref, const std::vector<float>& x, double tol,
+                  const char* what) {
   ASSERT_EQ(got.size(), ref.size()) << what;
   EXPECT_LE(nmse(got, ref), tol) << what;
   for (size_t i = 0; i < x.size() && i < got.size(); ++i)
@@ -152,7 +152,8 @@ TEST(TrainingDeviceErrors, BadIndexDataRaisesTheForwardsErrors) {
       Ref& r = *vk;
       const auto i32 = [&](std::vector<int64_t> shape, const std::vector<int32_t>& v) { return r.make_i32(shape, v); };
       const hal::Tensor bt = i32({c.L.B, c.L.max_blocks}, c.L.block_table), kvl = i32({c.L.B}, c.L.kv_len),
-                        cu = i32({c.L.B + 1}, c.L.cu_q), idx = i32({nq, c.Hs(), c.K}, {c.block_idx.begin(), c.block_idx.begin() + nq * c.Hs() * c.K});
+                        cu = i32({c.L.B + 1}, c.L.cu_q),
+                        idx = i32({nq, c.Hs(), c.K}, {c.block_idx.begin(), c.block_idx.begin() + nq * c.Hs() * c.K});
       if (kl) {
         ops::IndexerKlArgs a;
         a.qi = r.make(DType::f32, {c.L.T, c.Hs(), 4}, std::vector<float>(c.L.T * c.Hs() * 4, 0.5f));
@@ -194,14 +195,18 @@ INSTANTIATE_TEST_SUITE_P(
         TrainingShape{"dense", {5, 3, 0}, {5, 9, 4}, 4, 4, 2, 4, false, 1, 0, ops::SelectionMode::per_kv_head, 0},
         TrainingShape{"sparse", {5, 3, 0}, {5, 9, 4}, 4, 4, 2, 4, true, 1, 3, ops::SelectionMode::per_kv_head, 0},
         TrainingShape{"sparse_Qb4", {5, 3, 0}, {5, 9, 4}, 4, 4, 2, 4, true, 4, 3, ops::SelectionMode::per_kv_head, 0},
-        TrainingShape{"sparse_shared_empty_sets", {5, 3, 0}, {5, 9, 4}, 4, 4, 2, 4, true, 2, 3, ops::SelectionMode::shared, 3},
+        TrainingShape{
+            "sparse_shared_empty_sets", {5, 3, 0}, {5, 9, 4}, 4, 4, 2, 4, true, 2, 3, ops::SelectionMode::shared, 3},
         // Pages attended by many tokens and rows, G = 4, a block larger than a workgroup
         // (Bs = 160); D = Di = 64 over 100 tokens is past lavapipe's loop limit
         // (common.glsl) without the shaders' unrolled runs.
-        TrainingShape{"dense_long", {100, 40}, {300, 40}, 64, 8, 2, 32, false, 1, 0, ops::SelectionMode::per_kv_head, 0},
+        TrainingShape{
+            "dense_long", {100, 40}, {300, 40}, 64, 8, 2, 32, false, 1, 0, ops::SelectionMode::per_kv_head, 0},
         TrainingShape{"sparse_long", {150}, {300}, 64, 8, 2, 32, true, 1, 3, ops::SelectionMode::per_kv_head, 0},
-        TrainingShape{"sparse_long_Qb64_shared", {150}, {300}, 64, 4, 2, 32, true, 64, 3, ops::SelectionMode::shared, 0},
-        TrainingShape{"dense_D64_Di64", {100}, {300}, 64, 8, 2, 64, false, 1, 0, ops::SelectionMode::per_kv_head, 0, 64},
+        TrainingShape{
+            "sparse_long_Qb64_shared", {150}, {300}, 64, 4, 2, 32, true, 64, 3, ops::SelectionMode::shared, 0},
+        TrainingShape{
+            "dense_D64_Di64", {100}, {300}, 64, 8, 2, 64, false, 1, 0, ops::SelectionMode::per_kv_head, 0, 64},
         TrainingShape{"sparse_Bs160", {20}, {400}, 160, 4, 1, 16, true, 8, 2, ops::SelectionMode::per_kv_head, 0}),
     [](const auto& info) { return std::string(info.param.name); });
 

@@ -21,9 +21,12 @@ void nccl_check(ncclResult_t r, const char* what) {
 
 ncclDataType_t nccl_type(hal::DType t) {
   switch (t) {
-    case hal::DType::f32: return ncclFloat32;
-    case hal::DType::f16: return ncclFloat16;
-    case hal::DType::bf16: return ncclBfloat16;
+    case hal::DType::f32:
+      return ncclFloat32;
+    case hal::DType::f16:
+      return ncclFloat16;
+    case hal::DType::bf16:
+      return ncclBfloat16;
     default:
       throw Error(std::string("all_reduce_sum: argument 'buf': dtype must be f32, f16 or bf16, got ") +
                   hal::dtype_name(t));

@@ -25,8 +25,8 @@ inline std::string head_dim(const char* name, int64_t d) {
 }
 inline std::string group(int64_t Hq, int64_t Hkv) {
   if (Hkv > 0 && Hq / Hkv > kMaxGroup)
-    return "GQA group G = Hq/Hkv > " + std::to_string(kMaxGroup) + " is not supported by the " MSA_VENDOR_NAME
-           " training kernels";
+    return "GQA group G = Hq/Hkv > " + std::to_string(kMaxGroup) +
+           " is not supported by the " MSA_VENDOR_NAME " training kernels";
   return "";
 }
 inline std::string entries(int64_t n) {

@@ -124,13 +124,20 @@ std::string where(const Block& b) {
 
 const char* tag_name(uint64_t tag) {
   switch (tag >> 56) {
-    case kIdx: return "__shfl";
-    case kXor: return "__shfl_xor";
-    case kUp: return "__shfl_up";
-    case kDown: return "__shfl_down";
-    case kBallot: return "__ballot/__any/__all";
-    case kSyncWarp: return "__syncwarp";
-    default: return "?";
+    case kIdx:
+      return "__shfl";
+    case kXor:
+      return "__shfl_xor";
+    case kUp:
+      return "__shfl_up";
+    case kDown:
+      return "__shfl_down";
+    case kBallot:
+      return "__ballot/__any/__all";
+    case kSyncWarp:
+      return "__syncwarp";
+    default:
+      return "?";
   }
 }
 
@@ -233,8 +240,8 @@ void run_grid(int warp, const LaunchCfg& cfg, const std::function<void()>& body)
   if (threads == 0 || threads > kMaxThreads || blocks == 0 || cfg.grid.y > 65535 || cfg.grid.z > 65535) {
     throw EmuError("emu: invalid launch configuration: grid (" + std::to_string(cfg.grid.x) + "," +
                    std::to_string(cfg.grid.y) + "," + std::to_string(cfg.grid.z) + "), block (" +
-                   std::to_string(cfg.block.x) + "," + std::to_string(cfg.block.y) + "," +
-                   std::to_string(cfg.block.z) + ")");
+                   std::to_string(cfg.block.x) + "," + std::to_string(cfg.block.y) + "," + std::to_string(cfg.block.z) +
+                   ")");
   }
   if (cfg.smem > kLdsBytes) {
     throw EmuError("emu: " + std::to_string(cfg.smem) + " bytes of dynamic shared memory exceed the " +
@@ -315,12 +322,18 @@ uint16_t f32_to_f16(float f) { return msa::hal::f32_to_f16(f); }
 
 const char* rt_error_string(Error e) {
   switch (e) {
-    case kSuccess: return "no error (emulated)";
-    case kInvalidValue: return "invalid argument (emulated)";
-    case kMemoryAllocation: return "out of memory (emulated)";
-    case kInvalidConfiguration: return "invalid configuration argument (emulated)";
-    case kNoDevice: return "no device (emulated)";
-    default: return "unspecified launch failure (emulated)";
+    case kSuccess:
+      return "no error (emulated)";
+    case kInvalidValue:
+      return "invalid argument (emulated)";
+    case kMemoryAllocation:
+      return "out of memory (emulated)";
+    case kInvalidConfiguration:
+      return "invalid configuration argument (emulated)";
+    case kNoDevice:
+      return "no device (emulated)";
+    default:
+      return "unspecified launch failure (emulated)";
   }
 }
 Error rt_get_last_error() {

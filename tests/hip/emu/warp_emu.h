@@ -133,8 +133,10 @@ enum ShflMode : uint64_t { kIdx = 1, kXor = 2, kUp = 3, kDown = 4, kBallot = 5, 
 template <typename T>
 T poison() {
   static_assert(sizeof(T) <= 8, "shuffles move at most 8 bytes");
-  const uint64_t p = sizeof(T) == 8 ? 0x7ff5a5a5a5a5a5a5ull : sizeof(T) == 4 ? 0x7fa5a5a5ull
-                                                            : sizeof(T) == 2 ? 0x7e5aull : 0xa5ull;
+  const uint64_t p = sizeof(T) == 8   ? 0x7ff5a5a5a5a5a5a5ull
+                     : sizeof(T) == 4 ? 0x7fa5a5a5ull
+                     : sizeof(T) == 2 ? 0x7e5aull
+                                      : 0xa5ull;
   T r;
   std::memcpy(&r, &p, sizeof(T));
   return r;
@@ -146,7 +148,8 @@ T poison() {
 inline int shfl_source(int mode, int self, int arg, int width) {
   const int seg = self & ~(width - 1);
   switch (mode) {
-    case kIdx: return seg + (arg & (width - 1));
+    case kIdx:
+      return seg + (arg & (width - 1));
     case kXor: {
       const int i = self ^ arg;
       return i >= seg + width ? self : i;
@@ -170,8 +173,8 @@ T shfl(int mode, T v, int arg, int width) {
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
   // Shuffles by index may differ per lane; the others must agree on offset and width.
-  const uint64_t tag = (uint64_t(unsigned(mode)) << 56) | (uint64_t{sizeof(T)} << 48) | (uint64_t(unsigned(width)) << 32) |
-                       (mode == kIdx ? 0u : uint32_t(arg));
+  const uint64_t tag = (uint64_t(unsigned(mode)) << 56) | (uint64_t{sizeof(T)} << 48) |
+                       (uint64_t(unsigned(width)) << 32) | (mode == kIdx ? 0u : uint32_t(arg));
   Mask live = 0;
   const uint64_t* all = exchange(bits, tag, &live);
   const int src = shfl_source(mode, lane_id(), arg, width);

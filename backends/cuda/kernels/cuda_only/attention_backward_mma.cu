@@ -31,8 +31,8 @@ constexpr int kDeltaThreads = 128;
 
 // cnt[s] = items of slab s (page s / Hkv, KV head s % Hkv): ceil(tokens / tpi), at least 1
 // (its dk / dv are written even when nothing attended it); cnt[S] = 0. Scanned in place.
-__global__ void __launch_bounds__(kPrepThreads) slab_items_kernel(InverseIndex inv, const int* tokpre, int S, int Hkv,
-                                                                  int Hb, int tpi, int* cnt) {
+__global__ void __launch_bounds__(kPrepThreads)
+    slab_items_kernel(InverseIndex inv, const int* tokpre, int S, int Hkv, int Hb, int tpi, int* cnt) {
   for (int s = blockIdx.x * kPrepThreads + threadIdx.x; s <= S; s += gridDim.x * kPrepThreads) {
     int n = 0;
     if (s < S) {
@@ -66,9 +66,8 @@ void launch_all(Stream& st, const MmaGrad& m, const PagedBackwardCall& c, float*
   const DeviceProps& pr = st.props();
   const int64_t T = c.T, rows = T * m.Hq;
   if (T > 0) {
-    const unsigned dgrid = static_cast<unsigned>(
-        std::clamp<int64_t>((rows + 16 * (kDeltaThreads / 32) - 1) / (16 * (kDeltaThreads / 32)), 1,
-                            int64_t{pr.sm_count} * 16));
+    const unsigned dgrid = static_cast<unsigned>(std::clamp<int64_t>(
+        (rows + 16 * (kDeltaThreads / 32) - 1) / (16 * (kDeltaThreads / 32)), 1, int64_t{pr.sm_count} * 16));
     delta_mma_kernel<DT, DP, kDeltaThreads>
         <<<dgrid, kDeltaThreads, 0, st.native()>>>(m.dout, static_cast<const char*>(c.out), rows, m.D, delta);
     MSA_CUDA_CHECK_LAUNCH();
@@ -89,8 +88,10 @@ void launch_all(Stream& st, const MmaGrad& m, const PagedBackwardCall& c, float*
       const unsigned grid = static_cast<unsigned>(std::max(1, pr.sm_count) * (KW == 64 ? 2 : 1));  // persistent
       mma_dkdv_kernel<DT, DP, KW><<<grid, L::THREADS, L::BYTES, st.native()>>>(m);
     };
-    if (chunk_keys(m.sets.bt.Bs) == 64) go(std::integral_constant<int, 64>{});
-    else go(std::integral_constant<int, 128>{});
+    if (chunk_keys(m.sets.bt.Bs) == 64)
+      go(std::integral_constant<int, 64>{});
+    else
+      go(std::integral_constant<int, 128>{});
     MSA_CUDA_CHECK_LAUNCH();
   }
 }
@@ -137,7 +138,7 @@ bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
   const size_t tok_at = plan.reserve<int>(ip.N + 1);
   const size_t off_at = plan.reserve<int>(S + 1);
   const size_t sem_at = plan.reserve<int>(S * chunks + 1);  // the slab chunks' flags, then the ticket
-  const size_t alt_at = plan.reserve<uint64_t>(ip.N);  // the radix sort's second buffer
+  const size_t alt_at = plan.reserve<uint64_t>(ip.N);       // the radix sort's second buffer
   const size_t tmp_bytes = std::max({scan_bytes(static_cast<int>(ip.N + 1)), scan_bytes(static_cast<int>(S + 1)),
                                      sort_bytes(static_cast<int>(ip.N), key_bits(ip.buckets))});
   const size_t tmp_at = plan.reserve<char>(static_cast<int64_t>(tmp_bytes));
@@ -180,19 +181,23 @@ bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
   m.inv = inverse_index(st, m.sets, g.Hb, ip, ws, reinterpret_cast<uint64_t*>(ws + alt_at), tmp, tmp_bytes);
   launch_entry_tokens(st, m.inv, ip.N, tok);
   scan_in_place(st, tmp, tmp_bytes, tok, static_cast<int>(ip.N + 1));
-  slab_items_kernel<<<grid_for(S + 1, kPrepThreads, pr), kPrepThreads, 0, st.native()>>>(
-      m.inv, tok, m.S, m.Hkv, m.Hb, m.tpi, off);
+  slab_items_kernel<<<grid_for(S + 1, kPrepThreads, pr), kPrepThreads, 0, st.native()>>>(m.inv, tok, m.S, m.Hkv, m.Hb,
+                                                                                         m.tpi, off);
   MSA_CUDA_CHECK_LAUNCH();
   scan_in_place(st, tmp, tmp_bytes, off, static_cast<int>(S + 1));
   MSA_CUDA_CHECK(cudaMemsetAsync(sem, 0, static_cast<size_t>(S * chunks + 1) * sizeof(int), st.native()));
 
   const bool f16 = c.dtype == hal::DType::f16;
   if (g.D <= 64) {
-    if (f16) launch_all<kF16, 64>(st, m, c, delta);
-    else launch_all<kBF16, 64>(st, m, c, delta);
+    if (f16)
+      launch_all<kF16, 64>(st, m, c, delta);
+    else
+      launch_all<kBF16, 64>(st, m, c, delta);
   } else {
-    if (f16) launch_all<kF16, 128>(st, m, c, delta);
-    else launch_all<kBF16, 128>(st, m, c, delta);
+    if (f16)
+      launch_all<kF16, 128>(st, m, c, delta);
+    else
+      launch_all<kBF16, 128>(st, m, c, delta);
   }
   return true;
 }

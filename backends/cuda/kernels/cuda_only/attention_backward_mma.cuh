@@ -41,8 +41,8 @@ struct MmaGrad {
   const int* tokpre = nullptr;    // [N + 1]: tokens of the sorted entries before position w
   const int* item_off = nullptr;  // [S + 1]: first item of slab s (S = P * Hkv)
   int S = 0;
-  int chunks = 1;  // key chunks per slab
-  int tpi = 1;     // tokens of a slab's entries per item
+  int chunks = 1;         // key chunks per slab
+  int tpi = 1;            // tokens of a slab's entries per item
   int* ticket = nullptr;  // item counter of the persistent dk/dv blocks (zeroed per call)
   int* sem = nullptr;     // [S * chunks]: items of the slab chunk done (zeroed per call)
 };
@@ -119,8 +119,8 @@ __device__ __forceinline__ void mma_rows(float (&acc)[DP / 8][4], const uint32_t
 // row g, columns 2q, 2q + 1; c2, c3 at row g + 8: the diagonal element of row g is c0/c1
 // of n-tile 0 in the lane with q = g / 2, that of row g + 8 is c2/c3 of n-tile 1 there.
 template <int DT, int DP, int kThreads>
-__global__ void __launch_bounds__(kThreads) delta_mma_kernel(const char* dout, const char* out, int64_t rows, int D,
-                                                             float* delta) {
+__global__ void __launch_bounds__(kThreads)
+    delta_mma_kernel(const char* dout, const char* out, int64_t rows, int D, float* delta) {
   const int lane = threadIdx.x & 31, gq = lane >> 2, qd = lane & 3, dsteps = D / 16;
   constexpr int kWarps = kThreads / 32;
   for (int64_t r0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * 16; r0 < rows;

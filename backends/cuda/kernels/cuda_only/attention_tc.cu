@@ -12,13 +12,13 @@ bool tc_ok(const Stream& st, hal::DType dt) {
 }
 
 // Runs BODY with DT bound to bf16 or f16 and DP to 64 or 128.
-#define MSA_TC_DISPATCH(dt, D, ...)                                                              \
-  if ((dt) == hal::DType::bf16) {                                                                \
-    constexpr int DT = kBF16;                                                                    \
-    MSA_DISPATCH_DP(D, DP, __VA_ARGS__);                                                         \
-  } else {                                                                                       \
-    constexpr int DT = kF16;                                                                     \
-    MSA_DISPATCH_DP(D, DP, __VA_ARGS__);                                                         \
+#define MSA_TC_DISPATCH(dt, D, ...)      \
+  if ((dt) == hal::DType::bf16) {        \
+    constexpr int DT = kBF16;            \
+    MSA_DISPATCH_DP(D, DP, __VA_ARGS__); \
+  } else {                               \
+    constexpr int DT = kF16;             \
+    MSA_DISPATCH_DP(D, DP, __VA_ARGS__); \
   }
 
 }  // namespace

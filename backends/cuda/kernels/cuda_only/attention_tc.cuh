@@ -12,9 +12,16 @@
 
 namespace msa::cuda {
 
-template <int DT> struct WmmaType;
-template <> struct WmmaType<kBF16> { using T = __nv_bfloat16; };
-template <> struct WmmaType<kF16> { using T = __half; };
+template <int DT>
+struct WmmaType;
+template <>
+struct WmmaType<kBF16> {
+  using T = __nv_bfloat16;
+};
+template <>
+struct WmmaType<kF16> {
+  using T = __half;
+};
 
 template <int DT, int DP>
 struct TcLayout {
@@ -221,8 +228,8 @@ struct TcCore {
   template <int DT, int DP>
   using Layout = TcLayout<DT, DP>;
   template <int DT, int DP, class Src>
-  static __device__ __forceinline__ void run(char* smem, const void* q, int D, float scale, const Src& src,
-                                             int ntiles, const AttnOut& o) {
+  static __device__ __forceinline__ void run(char* smem, const void* q, int D, float scale, const Src& src, int ntiles,
+                                             const AttnOut& o) {
     attend_tc<DT, DP>(smem, q, D, scale * 1.4426950408889634f, src, ntiles, o);
   }
 };

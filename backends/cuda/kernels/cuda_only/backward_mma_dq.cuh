@@ -4,11 +4,10 @@
 // dout as A fragments in registers, and streams the K/V rows of their attended blocks,
 // kDqKeys at a time, through its own cp.async pipeline (no block-wide barriers: the
 // warps of a block are independent), or, when all the block's tiles attend the same
-// blocks (dense, or one query block), through one pipeline the block shares. Per key tile: S = Q K^T, dP = dout V^T (the chain of
-// attention_backward_mma.cuh), P = exp(scale S - lse), dS = P (dP - delta) rounded to
-// the input type, dq += dS K; dq in registers, written once per run (scaled).
-// K/V rows past the tile's valid keys are zero-filled by the copy (slack slots are never
-// read); each row masks the keys past its own causal limit and rows whose lse is -inf.
+// blocks (dense, or one query block), through one pipeline the block shares. Per key tile: S = Q K^T, dP = dout V^T
+// (the chain of attention_backward_mma.cuh), P = exp(scale S - lse), dS = P (dP - delta) rounded to the input type, dq
+// += dS K; dq in registers, written once per run (scaled). K/V rows past the tile's valid keys are zero-filled by the
+// copy (slack slots are never read); each row masks the keys past its own causal limit and rows whose lse is -inf.
 #pragma once
 #include <cstdint>
 
@@ -49,8 +48,10 @@ __device__ __forceinline__ void dq_run(const MmaGrad& p, char* smem, int (*s_met
   const uint32_t base = ptx::smem_u32(smem) + (kShared ? 0 : warp * L::WARP);
   int(*meta)[3] = kShared ? s_meta : s_meta + warp * kDqStages;  // per stage: block c, key k0, keys nk (0: none)
   const auto sync = [] {
-    if constexpr (kShared) __syncthreads();
-    else __syncwarp();
+    if constexpr (kShared)
+      __syncthreads();
+    else
+      __syncwarp();
   };
   const int Bs = p.sets.bt.Bs, D = p.D, dsteps = D / 16, dch = D / 8;
   const int sel_row = p.sets.Hs == 1 ? 0 : g;
@@ -186,8 +187,8 @@ __device__ __forceinline__ void dq_run(const MmaGrad& p, char* smem, int (*s_met
 // are one run each of the same sequence and query block (dense calls, Qb >= 4 tokens)
 // shares one pipeline: each K/V tile read serves all its warps.
 template <int DT, int DP>
-__global__ void __launch_bounds__(kDqThreads, 2) mma_dq_kernel(const MmaGrad p, const DqTiling tl, int64_t tiles,
-                                                               int64_t units, int64_t T) {
+__global__ void __launch_bounds__(kDqThreads, 2)
+    mma_dq_kernel(const MmaGrad p, const DqTiling tl, int64_t tiles, int64_t units, int64_t T) {
   extern __shared__ __align__(128) char smem[];
   __shared__ int s_meta[kDqWarps * kDqStages][3];
   __shared__ int s_b[kDqWarps], s_g[kDqWarps], s_walk[3];  // shared mode: each warp's sequence, head; the walk

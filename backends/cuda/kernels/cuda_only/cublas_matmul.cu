@@ -60,29 +60,39 @@ bool cublas_matmul(hal::Stream& s, const ops::MatmulArgs& a) {
   cudaDataType_t type;
   cublasComputeType_t compute;
   switch (a.x.dtype) {
-    case hal::DType::f32: type = CUDA_R_32F; compute = CUBLAS_COMPUTE_32F_PEDANTIC; break;
-    case hal::DType::f16: type = CUDA_R_16F; compute = CUBLAS_COMPUTE_32F; break;
-    case hal::DType::bf16: type = CUDA_R_16BF; compute = CUBLAS_COMPUTE_32F; break;
-    default: return false;
+    case hal::DType::f32:
+      type = CUDA_R_32F;
+      compute = CUBLAS_COMPUTE_32F_PEDANTIC;
+      break;
+    case hal::DType::f16:
+      type = CUDA_R_16F;
+      compute = CUBLAS_COMPUTE_32F;
+      break;
+    case hal::DType::bf16:
+      type = CUDA_R_16BF;
+      compute = CUBLAS_COMPUTE_32F;
+      break;
+    default:
+      return false;
   }
   Blas& b = blas_of(st);
   float beta = 0.0f;
   if (a.bias.present()) {
     beta = 1.0f;
     if (a.x.dtype == hal::DType::f32)
-      broadcast_bias<float><<<grid_for(M * N, 256, st.props()), 256, 0, st.native()>>>(a.bias.data<float>(),
-                                                                                        a.y.data<float>(), M, N);
+      broadcast_bias<float>
+          <<<grid_for(M * N, 256, st.props()), 256, 0, st.native()>>>(a.bias.data<float>(), a.y.data<float>(), M, N);
     else
-      broadcast_bias<uint16_t><<<grid_for(M * N, 256, st.props()), 256, 0, st.native()>>>(
-          a.bias.data<uint16_t>(), a.y.data<uint16_t>(), M, N);
+      broadcast_bias<uint16_t><<<grid_for(M * N, 256, st.props()), 256, 0, st.native()>>>(a.bias.data<uint16_t>(),
+                                                                                          a.y.data<uint16_t>(), M, N);
     MSA_CUDA_CHECK_LAUNCH();
   }
   const float alpha = 1.0f;
-  check_blas(cublasGemmEx(b.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                          static_cast<int>(K), &alpha, a.w.data<void>(), type, static_cast<int>(K), a.x.data<void>(),
-                          type, static_cast<int>(K), &beta, a.y.data<void>(), type, static_cast<int>(N), compute,
-                          CUBLAS_GEMM_DEFAULT),
-             "cublasGemmEx");
+  check_blas(
+      cublasGemmEx(b.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
+                   &alpha, a.w.data<void>(), type, static_cast<int>(K), a.x.data<void>(), type, static_cast<int>(K),
+                   &beta, a.y.data<void>(), type, static_cast<int>(N), compute, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx");
   return true;
 }
 

@@ -25,20 +25,20 @@
 #include <cstring>
 #include <type_traits>
 
-#include "backends/cuda/kernels/portable/attention_kernels.cuh"
 #include "backends/cuda/kernels/cuda_only/mma_sync.cuh"
+#include "backends/cuda/kernels/portable/attention_kernels.cuh"
 #include "backends/cuda/kernels/portable/attention_launch.cuh"
 
 namespace msa::cuda {
 namespace {
 using namespace dec;
 
-constexpr int kDecThreads = 128;           // 4 warps
+constexpr int kDecThreads = 128;  // 4 warps
 constexpr int kDecWarps = kDecThreads / 32;
-constexpr int kDecBK = 16 * kDecWarps;     // keys per tile: 16 per warp
+constexpr int kDecBK = 16 * kDecWarps;  // keys per tile: 16 per warp
 constexpr int kDecStages = 3;
 constexpr int kDecMaxSplits = 64;
-constexpr int kDecMaxT = 512;              // larger calls (prefill) keep the existing kernels
+constexpr int kDecMaxT = 512;  // larger calls (prefill) keep the existing kernels
 constexpr int kCtrSlots = 8;
 constexpr int kCtrPerSlot = 4096;
 
@@ -62,13 +62,13 @@ struct DecParams {
 
 template <int DP>
 struct DecLayout {
-  static constexpr int ROWB = DP * 2;           // bytes per K/V/Q row (16-bit types)
-  static constexpr int TILE = kDecBK * ROWB;    // one K or V tile
+  static constexpr int ROWB = DP * 2;         // bytes per K/V/Q row (16-bit types)
+  static constexpr int TILE = kDecBK * ROWB;  // one K or V tile
   static constexpr int STAGE = 2 * TILE;
   static constexpr int Q_OFF = kDecStages * STAGE;
   static constexpr int BYTES = Q_OFF + 16 * ROWB;
   // After the main loop the stage area holds the warps' O and the merge weights.
-  static constexpr int CROW = DP + 4;           // floats per combine row
+  static constexpr int CROW = DP + 4;  // floats per combine row
   static constexpr int W_OFF = kDecWarps * 16 * CROW * 4;
   static_assert(W_OFF + 2 * kDecMaxSplits * 16 * 4 <= kDecStages * STAGE, "combine area");
 };
@@ -117,8 +117,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
     // while the batch scan runs: one dependent global round trip before the K/V loads.
     if (tid < p.k) {
       c_raw = entries[tid];
-      if (p.guess_b && c_raw >= 0 && c_raw < p.bt.max_blocks)
-        pg_raw = p.bt.block_table[qb * p.bt.max_blocks + c_raw];
+      if (p.guess_b && c_raw >= 0 && c_raw < p.bt.max_blocks) pg_raw = p.bt.block_table[qb * p.bt.max_blocks + c_raw];
     }
     const Batch bt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
     const QBlock q = locate_qblock(bt, p.Qb, qb, p.NQ, blockIdx.x == 0);
@@ -161,7 +160,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   const int u0 = min(ntiles_all, split * per), u1 = min(ntiles_all, u0 + per);
   const int nt = u1 - u0;
   const int cb0 = u0 / p.tpb, cb1 = (u1 + p.tpb - 1) / p.tpb;  // entries / blocks touched
-  int next_raw = -1;                                            // dense: page ids of the ring chunk after next
+  int next_raw = -1;                                           // dense: page ids of the ring chunk after next
   if constexpr (!kDense) {
     if (tid < p.k) {
       int c = -1, pg = -1;
@@ -320,7 +319,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   if (tid < 16) {
     float M, l;
     merged_stats<kDecWarps>(s_m, s_l, tid, M, l);
-    const bool nan_row = l != l, empty = !(l > 0.0f);  // NaN: a non-finite logit (docs/spec.md)
+    const bool nan_row = l != l, empty = !(l > 0.0f);             // NaN: a non-finite logit (docs/spec.md)
     s_rl[tid] = nan_row ? quiet_nan() : empty ? 0.0f : 1.0f / l;  // 1 / l (0: empty row, output 0)
     s_rm[tid] = nan_row ? quiet_nan() : empty ? ninf : (M + log2f(l)) * 0.69314718055994531f;  // lse
   }
@@ -357,8 +356,10 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
       }
     }
     if (d0 == 0) {
-      if (split_mode) p.o.part_lse[int64_t{split} * p.o.rows_total + oid] = s_rm[orow];
-      else p.o.lse[oid] = s_rm[orow];
+      if (split_mode)
+        p.o.part_lse[int64_t{split} * p.o.rows_total + oid] = s_rm[orow];
+      else
+        p.o.lse[oid] = s_rm[orow];
     }
   }
   if (!split_mode) return;
@@ -524,11 +525,15 @@ bool launch_decode(Stream& st, DecParams& p, hal::DType dt, int64_t groups) {
   using D64 = std::integral_constant<int, 64>;
   using D128 = std::integral_constant<int, 128>;
   if (dt == hal::DType::bf16) {
-    if (p.D <= 64) go(BF{}, D64{});
-    else go(BF{}, D128{});
+    if (p.D <= 64)
+      go(BF{}, D64{});
+    else
+      go(BF{}, D128{});
   } else {
-    if (p.D <= 64) go(HF{}, D64{});
-    else go(HF{}, D128{});
+    if (p.D <= 64)
+      go(HF{}, D64{});
+    else
+      go(HF{}, D128{});
   }
   MSA_CUDA_CHECK_LAUNCH();
   return true;

@@ -93,7 +93,8 @@ bool tma_enabled() {
 // rows (TMA row coordinates are int32).
 bool make_kv_maps(const SparseParams& sp, hal::DType dt, CUtensorMap& mk, CUtensorMap& mv) {
   const int64_t rows = sp.bt.P * sp.Hkv * int64_t{kBs};
-  const CUtensorMapDataType t = dt == hal::DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMapDataType t =
+      dt == hal::DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   return make_map_sw128(&mk, sp.kc, rows, kD, kBs, t) && make_map_sw128(&mv, sp.vc, rows, kD, kBs, t);
 }
 // CTAs per SM the kernel is built for (1 or 2).
@@ -132,16 +133,25 @@ template <class F>
 void with_kernel(hal::DType dt, int NS, int occ, bool tma, F&& fn) {
   const auto pick = [&](auto dt_tag) {
     constexpr int DT = decltype(dt_tag)::value;
-    if (occ == 2) fn(&cluster_decode_kernel<DT, 3, 2, false>, ClLayout<3>::BYTES);
-    else if (tma && NS == 3) fn(&cluster_decode_kernel<DT, 3, 1, true>, ClLayout<3>::BYTES + 1024);
-    else if (tma && NS == 5) fn(&cluster_decode_kernel<DT, 5, 1, true>, ClLayout<5>::BYTES + 1024);
-    else if (tma) fn(&cluster_decode_kernel<DT, 6, 1, true>, ClLayout<6>::BYTES + 1024);
-    else if (NS == 3) fn(&cluster_decode_kernel<DT, 3, 1, false>, ClLayout<3>::BYTES);
-    else if (NS == 5) fn(&cluster_decode_kernel<DT, 5, 1, false>, ClLayout<5>::BYTES);
-    else fn(&cluster_decode_kernel<DT, 6, 1, false>, ClLayout<6>::BYTES);
+    if (occ == 2)
+      fn(&cluster_decode_kernel<DT, 3, 2, false>, ClLayout<3>::BYTES);
+    else if (tma && NS == 3)
+      fn(&cluster_decode_kernel<DT, 3, 1, true>, ClLayout<3>::BYTES + 1024);
+    else if (tma && NS == 5)
+      fn(&cluster_decode_kernel<DT, 5, 1, true>, ClLayout<5>::BYTES + 1024);
+    else if (tma)
+      fn(&cluster_decode_kernel<DT, 6, 1, true>, ClLayout<6>::BYTES + 1024);
+    else if (NS == 3)
+      fn(&cluster_decode_kernel<DT, 3, 1, false>, ClLayout<3>::BYTES);
+    else if (NS == 5)
+      fn(&cluster_decode_kernel<DT, 5, 1, false>, ClLayout<5>::BYTES);
+    else
+      fn(&cluster_decode_kernel<DT, 6, 1, false>, ClLayout<6>::BYTES);
   };
-  if (dt == hal::DType::bf16) pick(std::integral_constant<int, kBF16>{});
-  else pick(std::integral_constant<int, kF16>{});
+  if (dt == hal::DType::bf16)
+    pick(std::integral_constant<int, kBF16>{});
+  else
+    pick(std::integral_constant<int, kF16>{});
 }
 
 using KernelPtr = void (*)(CUtensorMap, CUtensorMap, ClParams);
@@ -195,11 +205,12 @@ void log_launch(int64_t groups, int C, int E, int NS, int occ, bool tma, int fit
   static long n = 0;
   std::lock_guard<std::mutex> lock(mu);
   if (seen[{groups, C, E, occ}]++ == 0)
-    std::fprintf(stderr,
-                 "decode_cluster: groups %lld, C %d, E %d, NS %d, %d CTA/SM, stages by %s, %d clusters fit, smem %d, pdl %d, "
-                 "merge %s\n",
-                 static_cast<long long>(groups), C, E, NS, occ, tma ? "TMA" : "cp.async", fit, smem, pdl ? 1 : 0,
-                 gmerge ? "global" : "cluster");
+    std::fprintf(
+        stderr,
+        "decode_cluster: groups %lld, C %d, E %d, NS %d, %d CTA/SM, stages by %s, %d clusters fit, smem %d, pdl %d, "
+        "merge %s\n",
+        static_cast<long long>(groups), C, E, NS, occ, tma ? "TMA" : "cp.async", fit, smem, pdl ? 1 : 0,
+        gmerge ? "global" : "cluster");
   sum_us += std::chrono::duration<double, std::micro>(host).count();
   if (++n % 4096 == 0) std::fprintf(stderr, "decode_cluster: mean launch call %.2f us over %ld\n", sum_us / n, n);
 }

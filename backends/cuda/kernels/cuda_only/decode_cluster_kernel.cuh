@@ -15,20 +15,20 @@ namespace {
 using namespace dec;
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kBs = 128;                 // keys per KV block
-constexpr int kD = 128;                  // head dim
-constexpr int kGrp = 16;                 // query rows (heads of one GQA group)
-constexpr int kRowB = kD * 2;            // bytes per K/V/Q row
-constexpr int kHalf = kBs * kRowB;       // one K or V slab: 32 KiB
-constexpr int kMaxE = 128;               // blocks per rank (k <= 128)
+constexpr int kBs = 128;            // keys per KV block
+constexpr int kD = 128;             // head dim
+constexpr int kGrp = 16;            // query rows (heads of one GQA group)
+constexpr int kRowB = kD * 2;       // bytes per K/V/Q row
+constexpr int kHalf = kBs * kRowB;  // one K or V slab: 32 KiB
+constexpr int kMaxE = 128;          // blocks per rank (k <= 128)
 constexpr int kMaxC = 16;
-constexpr int kMaxT = 512;               // larger calls keep the other kernels
+constexpr int kMaxT = 512;  // larger calls keep the other kernels
 static_assert(kWarps * 16 == kBs, "warp w owns keys 16w..16w+15 of a block");
 
 // Global merge (C ranks that are not a hardware cluster): per-group arrival counters, one
 // set per stream slot (concurrent launches on other streams must not share them).
 constexpr int kGmSlots = 8;
-constexpr int kGmPerSlot = 4096;                  // groups per launch in global-merge mode
+constexpr int kGmPerSlot = 4096;                 // groups per launch in global-merge mode
 constexpr int kGmStride = kGrp * kD + 2 * kGrp;  // floats per rank's partial: O, max, sum
 __device__ unsigned int g_cl_ctr[kGmSlots * kGmPerSlot];
 
@@ -40,17 +40,17 @@ struct ClParams {
   // ws[group][rank] and the last to arrive on ctr[group] merges them (see the kernel).
   int gmerge = 0;
   float* ws = nullptr;
-  int slot = 0;  // this stream's counters: g_cl_ctr[slot][group] (indexed on the device)
-  int guess_b = 0;   // NQ == B: query block qb is probably sequence qb
+  int slot = 0;     // this stream's counters: g_cl_ctr[slot][group] (indexed on the device)
+  int guess_b = 0;  // NQ == B: query block qb is probably sequence qb
   float scale_log2 = 1.0f;
 };
 
 template <int NS>
 struct ClLayout {
-  static constexpr int Q_OFF = NS * kHalf;               // [16][256 B] q rows (swizzled)
-  static constexpr int XROW = kD + 4;                    // floats per export row
-  static constexpr int X_OFF = Q_OFF + kGrp * kRowB;     // [16][XROW] f32: this CTA's O
-  static constexpr int ML_OFF = X_OFF + kGrp * XROW * 4; // [2][16]: its max (base 2), sum
+  static constexpr int Q_OFF = NS * kHalf;                // [16][256 B] q rows (swizzled)
+  static constexpr int XROW = kD + 4;                     // floats per export row
+  static constexpr int X_OFF = Q_OFF + kGrp * kRowB;      // [16][XROW] f32: this CTA's O
+  static constexpr int ML_OFF = X_OFF + kGrp * XROW * 4;  // [2][16]: its max (base 2), sum
   static constexpr int BYTES = ML_OFF + 2 * kGrp * 4;
   // After the main loop the stage area holds the 8 warps' O in fragment order.
   static_assert(NS * kHalf >= kWarps * kGrp * kD * 4, "combine area");
@@ -109,8 +109,8 @@ __device__ __forceinline__ void cluster_sync_all() {
 // group's 16 rows of out and lse, and resets the counter for the next launch. No CTA
 // waits for another: no co-residency needed.
 template <int DT>
-__device__ void merge_global(const ClParams& cp, const float* xo, const float* xml, int64_t grp, int rank,
-                             int64_t tok, int g, int& s_last) {
+__device__ void merge_global(const ClParams& cp, const float* xo, const float* xml, int64_t grp, int rank, int64_t tok,
+                             int g, int& s_last) {
   using T = typename Elem<DT>::T;
   constexpr int XROW = kD + 4;
   const SparseParams& p = cp.sp;
@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, OCC)
   // launch adds 1024 bytes of slack).
   char* const smem = TMA ? smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u) : smem_raw;
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
-  __shared__ int s_qblock[5];  // locate_qblock_warp's answer
+  __shared__ int s_qblock[5];                 // locate_qblock_warp's answer
   __shared__ int s_page[kMaxE], s_nk[kMaxE];  // this rank's blocks: page, keys to use (0: none)
   __shared__ float s_m[kWarps][kGrp], s_l[kWarps][kGrp];
   __shared__ float s_cm[kGrp], s_cl[kGrp], s_cw[kGrp];  // cluster merge: [rank][row] (C x 16/C)
@@ -379,10 +379,12 @@ __global__ void __launch_bounds__(kThreads, OCC)
       act = kb < nk;
       if (act) {  // one token: rows gq and gq + 8 see the same keys
         float sacc[2][4];
-        if constexpr (kHoldQ) warp_qk<DT, kD, kPanelRows>(qa, buf, kb, lane, kD / 16, sacc);
-        else warp_qk_smem_q<DT, kD>(sbase + L::Q_OFF, buf, kb, lane, kD / 16, sacc);
-        online_softmax<DT, kD>(sacc, [&](int kw, int) { return kb + kw < nk; }, cp.scale_log2, m_run, l_run, o, pa,
-                               lane);
+        if constexpr (kHoldQ)
+          warp_qk<DT, kD, kPanelRows>(qa, buf, kb, lane, kD / 16, sacc);
+        else
+          warp_qk_smem_q<DT, kD>(sbase + L::Q_OFF, buf, kb, lane, kD / 16, sacc);
+        online_softmax<DT, kD>(
+            sacc, [&](int kw, int) { return kb + kw < nk; }, cp.scale_log2, m_run, l_run, o, pa, lane);
       }
     } else if (act) {
       warp_pv<DT, kD, kPanelRows, TMA>(pa, buf, kb, lane, kD / 16, o, nk);

@@ -124,12 +124,17 @@ void fa_launch(Stream& st, const FaParams& p, hal::DType dt, unsigned grid, int 
     using D128 = std::integral_constant<int, 128>;
     using M1 = std::integral_constant<int, 1>;
     using M2 = std::integral_constant<int, 2>;
-    if (p.D <= 64) go(dt_tag, D64{}, M1{});
-    else if (mt == 1) go(dt_tag, D128{}, M1{});
-    else go(dt_tag, D128{}, M2{});
+    if (p.D <= 64)
+      go(dt_tag, D64{}, M1{});
+    else if (mt == 1)
+      go(dt_tag, D128{}, M1{});
+    else
+      go(dt_tag, D128{}, M2{});
   };
-  if (dt == hal::DType::bf16) by_shape(std::integral_constant<int, kBF16>{});
-  else by_shape(std::integral_constant<int, kF16>{});
+  if (dt == hal::DType::bf16)
+    by_shape(std::integral_constant<int, kBF16>{});
+  else
+    by_shape(std::integral_constant<int, kF16>{});
   MSA_CUDA_CHECK_LAUNCH();
 }
 
@@ -145,8 +150,10 @@ bool fa_run_paged(Stream& st, FaParams& p, hal::DType dt, int64_t max_tiles) {
   if (p.S > 1) split_buffers(st, p.S, rows, p.D, p.o);
   fa_launch(st, p, dt, static_cast<unsigned>(groups * p.S), mt);
   if (p.S > 1) {
-    if (dt == hal::DType::bf16) launch_merge<kBF16>(st, p.o, p.S, rows, p.D, p.o.out, p.o.lse);
-    else launch_merge<kF16>(st, p.o, p.S, rows, p.D, p.o.out, p.o.lse);
+    if (dt == hal::DType::bf16)
+      launch_merge<kBF16>(st, p.o, p.S, rows, p.D, p.o.out, p.o.lse);
+    else
+      launch_merge<kF16>(st, p.o, p.S, rows, p.D, p.o.out, p.o.lse);
   }
   return true;
 }

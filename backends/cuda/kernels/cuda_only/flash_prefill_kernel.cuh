@@ -12,10 +12,10 @@
 namespace msa::cuda {
 namespace {
 
-constexpr int kFaRows = 128;            // query rows per block
-constexpr int kFaBK = 64;               // keys per tile
-constexpr int kFaMaxSel = 1024;         // sparse: (local query block, entry) pairs per block
-constexpr int kFaMaxQl = 32;            // sparse: local query blocks per block (mask bits)
+constexpr int kFaRows = 128;     // query rows per block
+constexpr int kFaBK = 64;        // keys per tile
+constexpr int kFaMaxSel = 1024;  // sparse: (local query block, entry) pairs per block
+constexpr int kFaMaxQl = 32;     // sparse: local query blocks per block (mask bits)
 constexpr int kFaMaxSplits = 64;
 
 enum : int { kFaDense = 0, kFaSparse = 1, kFaPatch = 2 };
@@ -62,13 +62,13 @@ struct FaLayout {
   // Shared rows padded by 16 bytes: 8 consecutive rows at one 16-byte column hit 8
   // distinct 4-bank groups (ldmatrix without conflicts), and every fragment address is
   // a per-lane base plus a constant (no swizzle arithmetic held in registers).
-  static constexpr int ROWB = DP * 2 + 16;     // bytes per K/V/Q row (16-bit types)
-  static constexpr int TILE = kFaBK * ROWB;    // one K or V tile
+  static constexpr int ROWB = DP * 2 + 16;   // bytes per K/V/Q row (16-bit types)
+  static constexpr int TILE = kFaBK * ROWB;  // one K or V tile
   static constexpr int STAGE = 2 * TILE;
   // MT 1: Q is staged in the last stage before the loop; MT 2: Q stays in its own area.
   static constexpr int Q_OFF = MT == 1 ? (STAGES - 1) * STAGE : STAGES * STAGE;
   static constexpr int BYTES = MT == 1 ? STAGES * STAGE : Q_OFF + kFaRows * ROWB;
-  static constexpr int OROW = DP + 8;          // floats per staged output row (conflict-free)
+  static constexpr int OROW = DP + 8;                  // floats per staged output row (conflict-free)
   static constexpr int SEL_BYTES = 3 * kFaMaxSel * 4;  // sparse: blocks, masks, pages
   static_assert(kFaRows * ROWB <= STAGE || MT > 1, "Q staging");
   static_assert(kFaRows * OROW * 4 <= BYTES, "output staging");
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
   } else {
     items = int64_t{*p.count} * p.H;
   }
-  int* s_key = reinterpret_cast<int*>(smem);  // sparse sort keys: stage 0, before any copy
+  int* s_key = reinterpret_cast<int*>(smem);              // sparse sort keys: stage 0, before any copy
   int* s_ublk = reinterpret_cast<int*>(smem + L::BYTES);  // sparse only (dynamic tail)
   unsigned* s_umsk = reinterpret_cast<unsigned*>(s_ublk + kFaMaxSel);
   int* s_upg = reinterpret_cast<int*>(s_umsk + kFaMaxSel);
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
         }
         if (ok && ch_ok) {
           const int rowbytes = (patch ? p.H : 1) * D * 2;  // between keys (< 2^31: H * D small)
-          const char* kt = kg + ch_t * 16;  // key 0 of the tile (always a valid row)
+          const char* kt = kg + ch_t * 16;                 // key 0 of the tile (always a valid row)
           const char* vt = p.vc + (kt - p.kc);
           const uint32_t ks = sbase + st * L::STAGE + soff_t, vs = ks + L::TILE;
 #pragma unroll
@@ -327,8 +327,10 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
 #pragma unroll
       for (int kk = 0; kk < DP / 16; ++kk) {
         const int ch = 2 * kk + (lane >> 4);
-        if (kk < dsteps) ptx::ldsm_x4(qrow + ch * 16, qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3]);
-        else qa[kk][0] = qa[kk][1] = qa[kk][2] = qa[kk][3] = 0u;
+        if (kk < dsteps)
+          ptx::ldsm_x4(qrow + ch * 16, qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3]);
+        else
+          qa[kk][0] = qa[kk][1] = qa[kk][2] = qa[kk][3] = 0u;
       }
     }
 
@@ -350,7 +352,7 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
     // D == DP (no per-step guards, so the MMA/ldmatrix chain schedules freely). rel: keys
     // j <= rel of the tile are visible to the row; k0: first key of the step.
     constexpr int KS = MT == 1 ? kFaBK : kFaBK / 2;
-    auto tile_math = [&](auto full_tag, uint32_t ks, uint32_t vs, const int (&rel)[MT][2], bool need_mask, int k0) {
+    auto tile_math = [&](auto full_tag, uint32_t ks, uint32_t vs, const int(&rel)[MT][2], bool need_mask, int k0) {
       constexpr bool kFull = decltype(full_tag)::value;
       // S = Q K^T (16 MT rows x KS keys per warp)
       float sc[MT][KS / 8][4];
@@ -403,8 +405,10 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
               if (j > rel[mt][e >> 1]) v = ninf;
             }
             sc[mt][n][e] = v;
-            if (e < 2) mx0 = fmaxf(mx0, v);
-            else mx1 = fmaxf(mx1, v);
+            if (e < 2)
+              mx0 = fmaxf(mx0, v);
+            else
+              mx1 = fmaxf(mx1, v);
           }
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
@@ -412,7 +416,7 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
         const float mn0 = fmaxf(m[mt][0], mx0), mn1 = fmaxf(m[mt][1], mx1);
         const float mu0 = mn0 == ninf ? 0.0f : mn0, mu1 = mn1 == ninf ? 0.0f : mn1;  // no inf - inf
-        const float a0 = ptx::ex2(m[mt][0] - mu0), a1 = ptx::ex2(m[mt][1] - mu1);   // 0 while m = -inf
+        const float a0 = ptx::ex2(m[mt][0] - mu0), a1 = ptx::ex2(m[mt][1] - mu1);    // 0 while m = -inf
         m[mt][0] = mn0;
         m[mt][1] = mn1;
         float ps0 = 0.0f, ps1 = 0.0f;
@@ -494,9 +498,12 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
       for (int k0 = 0; k0 < kFaBK; k0 += KS) {
         if (!__any_sync(0xffffffffu, rmax >= k0)) break;  // warp-uniform: no visible key left
         const bool need_mask = __any_sync(0xffffffffu, rmin < k0 + KS - 1);
-        if constexpr (MT > 1) tile_math(std::true_type{}, ks, vs, rel, need_mask, k0);  // D == DP only
-        else if (dsteps == DP / 16) tile_math(std::true_type{}, ks, vs, rel, need_mask, k0);
-        else tile_math(std::false_type{}, ks, vs, rel, need_mask, k0);
+        if constexpr (MT > 1)
+          tile_math(std::true_type{}, ks, vs, rel, need_mask, k0);  // D == DP only
+        else if (dsteps == DP / 16)
+          tile_math(std::true_type{}, ks, vs, rel, need_mask, k0);
+        else
+          tile_math(std::false_type{}, ks, vs, rel, need_mask, k0);
       }
     }
     ptx::cp_async_wait<0>();
@@ -519,8 +526,10 @@ __global__ void __launch_bounds__(FaShape<MT>::THREADS, FaShape<MT>::MIN_BLOCKS)
         const int64_t id = s_row_id[warp * 16 * MT + mt * 16 + gq + 8 * hh];
         if (qd == 0 && id >= 0) {
           const float lse = lt != lt ? quiet_nan() : lt > 0.0f ? (m[mt][hh] + log2f(lt)) * 0.69314718055994531f : ninf;
-          if (split_mode) p.o.part_lse[int64_t{split} * p.o.rows_total + id] = lse;
-          else p.o.lse[id] = lse;
+          if (split_mode)
+            p.o.part_lse[int64_t{split} * p.o.rows_total + id] = lse;
+          else
+            p.o.lse[id] = lse;
         }
       }
 #pragma unroll

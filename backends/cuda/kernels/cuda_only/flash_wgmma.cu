@@ -46,16 +46,16 @@ constexpr int kWgD = 128;        // head dim (the only one compiled)
 constexpr int kWgSlots = 3;      // K and V ring depth
 constexpr int kWgThreads = 256;  // two consumer warpgroups
 constexpr int kWgMaxSplits = 64;
-constexpr int kPanel = 128 * 128;         // bytes: 128 rows x 64 two-byte columns, swizzled
-constexpr int kTile = 2 * kPanel;         // a 128 x 128 tile (two panels)
+constexpr int kPanel = 128 * 128;  // bytes: 128 rows x 64 two-byte columns, swizzled
+constexpr int kTile = 2 * kPanel;  // a 128 x 128 tile (two panels)
 constexpr int kQOff = 0;
 constexpr int kKOff = kQOff + kTile;
 constexpr int kVOff = kKOff + kWgSlots * kTile;
-constexpr int kRowOff = kVOff + kWgSlots * kTile;   // row ids (int64) and limits (int)
-constexpr int kMetaOff = kRowOff + kWgRows * 12;    // per slot: first key, valid keys
+constexpr int kRowOff = kVOff + kWgSlots * kTile;  // row ids (int64) and limits (int)
+constexpr int kMetaOff = kRowOff + kWgRows * 12;   // per slot: first key, valid keys
 constexpr int kSmemUsed = kMetaOff + 2 * kWgSlots * 4;
-constexpr int kSmemBytes = kSmemUsed + 1024;        // + alignment of the base to 1024
-constexpr int kORow = kWgD + 4;                     // floats per staged output row
+constexpr int kSmemBytes = kSmemUsed + 1024;  // + alignment of the base to 1024
+constexpr int kORow = kWgD + 4;               // floats per staged output row
 static_assert(kSmemBytes <= 232448, "fits the 227 KB opt-in shared memory");
 static_assert(8 * 16 * kORow * 4 <= 2 * kWgSlots * kTile, "output staging in the K/V rings");
 
@@ -236,8 +236,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
         if (j > ((i & 2) ? rel1 : rel0)) v = ninf;
       }
       sc[i] = v;
-      if (i & 2) mx1 = fmaxf(mx1, v);
-      else mx0 = fmaxf(mx0, v);
+      if (i & 2)
+        mx1 = fmaxf(mx1, v);
+      else
+        mx0 = fmaxf(mx0, v);
     }
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
@@ -253,8 +255,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
 #pragma unroll
     for (int i = 0; i < 64; ++i) {
       sc[i] = ptx::ex2(sc[i] - ((i & 2) ? mu1 : mu0));
-      if (i & 2) ps1 += sc[i];
-      else ps0 += sc[i];
+      if (i & 2)
+        ps1 += sc[i];
+      else
+        ps0 += sc[i];
     }
     l[0] = l[0] * a0 + ps0;  // NaN stays NaN through every later tile
     l[1] = l[1] * a1 + ps1;
@@ -286,7 +290,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
     fence_proxy_async_shared();  // Q
     ptx::cp_async_wait<1>();     // K_0 (warpgroup 1)
     fence_proxy_async_shared();
-    __syncthreads();  // Q and K_0 published
+    __syncthreads();               // Q and K_0 published
     if (wg == 1) named_arrive(1);  // round 0 of warpgroup 0 may start
     const int my_bar = wg == 0 ? 1 : 2, other_bar = wg == 0 ? 2 : 1;
     float a0, a1;
@@ -398,8 +402,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
     const int64_t id = s_row_id[rbase + 8 * hh];
     if (qd == 0 && id >= 0) {
       const float lse = lt != lt ? quiet_nan() : lt > 0.0f ? (m[hh] + log2f(lt)) * 0.69314718055994531f : ninf;
-      if (split_mode) p.o.part_lse[int64_t{split} * p.o.rows_total + id] = lse;
-      else p.o.lse[id] = lse;
+      if (split_mode)
+        p.o.part_lse[int64_t{split} * p.o.rows_total + id] = lse;
+      else
+        p.o.lse[id] = lse;
     }
   }
 #pragma unroll
@@ -433,8 +439,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
 // least 4 tiles; MSA_CUDA_FLASH_SPLITS=n forces n, as for flash_prefill.cu.
 int wg_splits(int64_t groups, int64_t max_tiles, int64_t rows, const DeviceProps& pr) {
   static const int forced = std::clamp(env_int("MSA_CUDA_FLASH_SPLITS", 0), 0, kWgMaxSplits);
-  return gpu_common::choose_kv_splits(groups, max_tiles, rows, kWgD, std::max(1, pr.sm_count), kWgMaxSplits, 4,
-                                      forced);
+  return gpu_common::choose_kv_splits(groups, max_tiles, rows, kWgD, std::max(1, pr.sm_count), kWgMaxSplits, 4, forced);
 }
 
 template <int DT, bool PP>
@@ -480,16 +485,22 @@ bool launch_wgmma_dense(Stream& st, const DenseParams& d, hal::DType dt) {
   if (p.S > 1) split_buffers(st, p.S, rows, kWgD, p.o);
   const unsigned grid = static_cast<unsigned>(groups * p.S);
   if (dt == hal::DType::bf16) {
-    if (mode == 2) wg_launch<kBF16, true>(st, grid, p);
-    else wg_launch<kBF16, false>(st, grid, p);
+    if (mode == 2)
+      wg_launch<kBF16, true>(st, grid, p);
+    else
+      wg_launch<kBF16, false>(st, grid, p);
   } else {
-    if (mode == 2) wg_launch<kF16, true>(st, grid, p);
-    else wg_launch<kF16, false>(st, grid, p);
+    if (mode == 2)
+      wg_launch<kF16, true>(st, grid, p);
+    else
+      wg_launch<kF16, false>(st, grid, p);
   }
   MSA_CUDA_CHECK_LAUNCH();
   if (p.S > 1) {
-    if (dt == hal::DType::bf16) launch_merge<kBF16>(st, p.o, p.S, rows, kWgD, p.o.out, p.o.lse);
-    else launch_merge<kF16>(st, p.o, p.S, rows, kWgD, p.o.out, p.o.lse);
+    if (dt == hal::DType::bf16)
+      launch_merge<kBF16>(st, p.o, p.S, rows, kWgD, p.o.out, p.o.lse);
+    else
+      launch_merge<kF16>(st, p.o, p.S, rows, kWgD, p.o.out, p.o.lse);
   }
   return true;
 }

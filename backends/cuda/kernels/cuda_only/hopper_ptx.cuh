@@ -82,14 +82,16 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-#define MSA_WG_R8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define MSA_WG_R8(i)                                                                                          \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+      "+f"(d[i + 7])
 #define MSA_WG_R32(i) MSA_WG_R8(i), MSA_WG_R8(i + 8), MSA_WG_R8(i + 16), MSA_WG_R8(i + 24)
-#define MSA_WG_A32                                                                                         \
+#define MSA_WG_A32                                                                                          \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
   "%28,%29,%30,%31}"
-#define MSA_WG_A64                                                                                         \
+#define MSA_WG_A64                                                                                          \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
-  "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"   \
+  "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"    \
   "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
 
 // d (64 x N, f32) = A (64 x 16, shared, K-major) * B (16 x N, shared, K-major) + (accumulate
@@ -99,26 +101,30 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
 #if MSA_HOPPER_PTX
   const int scale_d = accumulate ? 1 : 0;
   if constexpr (N == 64 && DT == kBF16) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MSA_WG_A32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : MSA_WG_R32(0)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MSA_WG_A32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : MSA_WG_R32(0)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else if constexpr (N == 64) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " MSA_WG_A32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : MSA_WG_R32(0)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " MSA_WG_A32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : MSA_WG_R32(0)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else if constexpr (N == 128 && DT == kBF16) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MSA_WG_A64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : MSA_WG_R32(0), MSA_WG_R32(32)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MSA_WG_A64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : MSA_WG_R32(0), MSA_WG_R32(32)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   } else {
     static_assert(N == 128, "wgmma_ss: N must be 64 or 128");
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " MSA_WG_A64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : MSA_WG_R32(0), MSA_WG_R32(32)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " MSA_WG_A64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : MSA_WG_R32(0), MSA_WG_R32(32)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   }
 #else
   __trap();
@@ -129,35 +135,36 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
 // rows, 4 x 32 bits) * B (16 x N, shared) + (accumulate ? d : 0). TransB = 0: B K-major
 // (stored N x 16); 1: B MN-major (stored 16 x N, e.g. V as [key][dim]).
 template <int DT, int N, int TransB>
-__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
-                                         bool accumulate) {
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, bool accumulate) {
 #if MSA_HOPPER_PTX
   const int scale_d = accumulate ? 1 : 0;
   if constexpr (N == 64 && DT == kBF16) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MSA_WG_A32
-                 ", {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
-                 : MSA_WG_R32(0)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TransB));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MSA_WG_A32
+        ", {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
+        : MSA_WG_R32(0)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TransB));
   } else if constexpr (N == 64) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " MSA_WG_A32
-                 ", {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
-                 : MSA_WG_R32(0)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TransB));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " MSA_WG_A32 ", {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
+        : MSA_WG_R32(0)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TransB));
   } else if constexpr (N == 128 && DT == kBF16) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MSA_WG_A64
-                 ", {%64,%65,%66,%67}, %68, p, 1, 1, %70;\n}\n"
-                 : MSA_WG_R32(0), MSA_WG_R32(32)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TransB));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MSA_WG_A64
+        ", {%64,%65,%66,%67}, %68, p, 1, 1, %70;\n}\n"
+        : MSA_WG_R32(0), MSA_WG_R32(32)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TransB));
   } else {
     static_assert(N == 128, "wgmma_rs: N must be 64 or 128");
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " MSA_WG_A64
-                 ", {%64,%65,%66,%67}, %68, p, 1, 1, %70;\n}\n"
-                 : MSA_WG_R32(0), MSA_WG_R32(32)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TransB));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " MSA_WG_A64 ", {%64,%65,%66,%67}, %68, p, 1, 1, %70;\n}\n"
+        : MSA_WG_R32(0), MSA_WG_R32(32)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TransB));
   }
 #else
   __trap();

@@ -45,8 +45,8 @@
 #include <string>
 
 #include "backends/cuda/check.h"
-#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
+#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "backends/cuda/kernels/portable/topk_row.cuh"
@@ -58,10 +58,10 @@ namespace msa::cuda {
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kFusedPer = 8;           // scores per thread of a select block (at most; 4 for <= 1024)
+constexpr int kFusedPer = 8;                           // scores per thread of a select block (at most; 4 for <= 1024)
 constexpr int kFusedMaxBlocks = kThreads * kFusedPer;  // rows the fused select takes
-constexpr int kFusedSlots = 8;         // streams with their own counters
-constexpr int kFusedMaxNQ = 64;        // query blocks per call (this kernel takes <= 64 queries)
+constexpr int kFusedSlots = 8;                         // streams with their own counters
+constexpr int kFusedMaxNQ = 64;                        // query blocks per call (this kernel takes <= 64 queries)
 static_assert(kThreads == kSelThreads, "the select's scratch is sized for this block");
 
 // Per query block counters, [slot][qb] each: indexer blocks that have written their
@@ -74,7 +74,7 @@ __device__ unsigned int g_fused_done[kFusedSlots * kFusedMaxNQ];
 struct FusedTopk {
   int32_t* idx = nullptr;  // [NQ][Hs][k]
   int32_t* cnt = nullptr;  // [NQ][Hs]
-  int slot = 0;  // this stream's counters: g_fused_*[slot][qb]
+  int slot = 0;            // this stream's counters: g_fused_*[slot][qb]
   int Hs = 1, k = 1, n_sink = 0, n_local = 1;
 };
 
@@ -85,10 +85,10 @@ struct Params {
   Batch bt;
   const uint16_t* qi = nullptr;  // [T][Hi][Di] bf16 or f16 bits
   bool qi_f16 = false;
-  const uint8_t* ki = nullptr;   // [P][Bs][Di] bf16 or fp8 bytes, [P][Bs][Di/2] NVFP4
-  const float* ki_scale = nullptr;       // fp8: [P][Bs] or null
-  const uint16_t* ki_scale8 = nullptr;   // NVFP4: [P][Bs][Di/16] e4m3, read as byte pairs
-  float* out = nullptr;          // [NQ][Hi][max_blocks]
+  const uint8_t* ki = nullptr;          // [P][Bs][Di] bf16 or fp8 bytes, [P][Bs][Di/2] NVFP4
+  const float* ki_scale = nullptr;      // fp8: [P][Bs] or null
+  const uint16_t* ki_scale8 = nullptr;  // NVFP4: [P][Bs][Di/16] e4m3, read as byte pairs
+  float* out = nullptr;                 // [NQ][Hi][max_blocks]
   int64_t NQ = 0;
   int Hi = 1, Di = 0;
   float scale = 1.0f;
@@ -242,8 +242,10 @@ __device__ __forceinline__ void fused_select_block(const Params& p, const Batch&
     while (load_acquire(arrived) < static_cast<unsigned>(p.splits)) __nanosleep(64);
   __syncthreads();
   if (fixed < 0) {  // rows of <= 1024 blocks (128K tokens at Bs = 128) with half the keys per thread
-    if (ri.nvalid <= kThreads * 4) select_row<4>(p.out + r * MB, ri, f.k, out, f.cnt + r, sc);
-    else select_row<kFusedPer>(p.out + r * MB, ri, f.k, out, f.cnt + r, sc);
+    if (ri.nvalid <= kThreads * 4)
+      select_row<4>(p.out + r * MB, ri, f.k, out, f.cnt + r, sc);
+    else
+      select_row<kFusedPer>(p.out + r * MB, ri, f.k, out, f.cnt + r, sc);
   }
   if (tid == 0 && atomicAdd(done, 1u) == static_cast<unsigned>(f.Hs - 1)) {
     *arrived = 0u;  // every select block of qb has seen the arrivals: ready for the next launch
@@ -303,13 +305,15 @@ __device__ __forceinline__ void fp4_word(uint32_t w, uint32_t (&op)[4]) {
 __device__ __forceinline__ uint32_t hmul2_by_lo(uint32_t a, uint32_t s) {
   uint32_t r;
   asm("{\n.reg .b16 l, h;\n.reg .b32 ll;\nmov.b32 {l, h}, %2;\nmov.b32 ll, {l, l};\nmul.rn.f16x2 %0, %1, ll;\n}\n"
-      : "=r"(r) : "r"(a), "r"(s));
+      : "=r"(r)
+      : "r"(a), "r"(s));
   return r;
 }
 __device__ __forceinline__ uint32_t hmul2_by_hi(uint32_t a, uint32_t s) {
   uint32_t r;
   asm("{\n.reg .b16 l, h;\n.reg .b32 hh;\nmov.b32 {l, h}, %2;\nmov.b32 hh, {h, h};\nmul.rn.f16x2 %0, %1, hh;\n}\n"
-      : "=r"(r) : "r"(a), "r"(s));
+      : "=r"(r)
+      : "r"(a), "r"(s));
   return r;
 }
 
@@ -344,8 +348,8 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
   constexpr int NT4 = 4;  // NVFP4 tiles per step (4 KiB per warp in flight, as fp8's two tiles)
   constexpr int RB = KFP4 ? DI / 2 : KFP8 ? DI : 2 * DI;  // bytes per key row
   constexpr int DPL = KFP4 ? 32 : KFP8 ? 16 : 8;          // dims per 16-byte load
-  constexpr int NL = DI / (4 * DPL);           // loads per row per lane (4 lanes per row)
-  constexpr int KS = DPL / 4;                  // k-steps per load (4 dims per lane per k-step)
+  constexpr int NL = DI / (4 * DPL);                      // loads per row per lane (4 lanes per row)
+  constexpr int KS = DPL / 4;                             // k-steps per load (4 dims per lane per k-step)
   // 16-key tiles per step (two bf16 tiles measure no faster: docs/performance.md)
   constexpr int KT = KFP8 ? 2 : 1;
   static_assert(!KFP4 || DI == 128, "NVFP4 keys: Di = 128");
@@ -445,7 +449,8 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
             const int row = r0 + 16 * u + g + 8 * half;
 #pragma unroll
             for (int l = 0; l < NL; ++l)
-              raw[u][half][l] = tile ? __ldg(reinterpret_cast<const uint4*>(kb + int64_t{row} * RB + (l * 4 * DPL + t * DPL) * RB / DI))
+              raw[u][half][l] = tile ? __ldg(reinterpret_cast<const uint4*>(kb + int64_t{row} * RB +
+                                                                            (l * 4 * DPL + t * DPL) * RB / DI))
                                      : make_uint4(0u, 0u, 0u, 0u);
             ks[u][half] = (tile && ksc != nullptr) ? __ldg(ksc + row) : 1.0f;
           }
@@ -456,25 +461,25 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
           float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           {
 #pragma unroll
-          for (int l = 0; l < NL; ++l) {
-            const uint32_t w0[4] = {raw[u][0][l].x, raw[u][0][l].y, raw[u][0][l].z, raw[u][0][l].w};
-            const uint32_t w1[4] = {raw[u][1][l].x, raw[u][1][l].y, raw[u][1][l].z, raw[u][1][l].w};
+            for (int l = 0; l < NL; ++l) {
+              const uint32_t w0[4] = {raw[u][0][l].x, raw[u][0][l].y, raw[u][0][l].z, raw[u][0][l].w};
+              const uint32_t w1[4] = {raw[u][1][l].x, raw[u][1][l].y, raw[u][1][l].z, raw[u][1][l].w};
 #pragma unroll
-            for (int s = 0; s < KS; ++s) {
-              uint32_t a[4];
-              if constexpr (KFP8) {  // word s: dims 4s..4s+3 of this lane's 16
-                fp8x4_to_f16x2(w0[s], a[0], a[2]);
-                fp8x4_to_f16x2(w1[s], a[1], a[3]);
-                mma_f16(acc, a, b[l][s][0], b[l][s][1]);
-              } else {  // words 2s, 2s+1: dims 4s..4s+3 of this lane's 8
-                a[0] = w0[2 * s];
-                a[1] = w1[2 * s];
-                a[2] = w0[2 * s + 1];
-                a[3] = w1[2 * s + 1];
-                mma_bf16(acc, a, b[l][s][0], b[l][s][1]);
+              for (int s = 0; s < KS; ++s) {
+                uint32_t a[4];
+                if constexpr (KFP8) {  // word s: dims 4s..4s+3 of this lane's 16
+                  fp8x4_to_f16x2(w0[s], a[0], a[2]);
+                  fp8x4_to_f16x2(w1[s], a[1], a[3]);
+                  mma_f16(acc, a, b[l][s][0], b[l][s][1]);
+                } else {  // words 2s, 2s+1: dims 4s..4s+3 of this lane's 8
+                  a[0] = w0[2 * s];
+                  a[1] = w1[2 * s];
+                  a[2] = w0[2 * s + 1];
+                  a[3] = w1[2 * s + 1];
+                  mma_bf16(acc, a, b[l][s][0], b[l][s][1]);
+                }
               }
             }
-          }
           }
           // acc: rows (keys) g and g + 8, columns (heads) 2t and 2t + 1.
 #pragma unroll
@@ -505,7 +510,8 @@ void launch(const Params& p, unsigned grid, cudaStream_t s) {
 // Fills `p` and returns true when this kernel covers `a` (see the header).
 bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
   const hal::DType kd = a.ki_cache.dtype, qd = a.qi.dtype;
-  const int Di = static_cast<int>(a.qi.dim(2)), Hi = static_cast<int>(a.qi.dim(1)), Bs = static_cast<int>(a.ki_cache.dim(1));
+  const int Di = static_cast<int>(a.qi.dim(2)), Hi = static_cast<int>(a.qi.dim(1)),
+            Bs = static_cast<int>(a.ki_cache.dim(1));
   const bool qi16 = qd == hal::DType::bf16 || qd == hal::DType::f16;
   const bool keys_ok = (kd == hal::DType::fp8_e4m3 && qi16) || (kd == hal::DType::bf16 && qd == hal::DType::bf16) ||
                        (kd == hal::DType::fp4_e2m1x2 && qi16 && Di == 128);
@@ -514,8 +520,8 @@ bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
   static const bool off = env_int("MSA_CUDA_MMA_INDEXER", 1) == 0;
   // NVFP4 scales are read two bytes at a time: a view at an odd byte goes to the portable kernel.
   const bool scales_ok = kd != hal::DType::fp4_e2m1x2 || reinterpret_cast<uintptr_t>(a.ki_scale.data<char>()) % 2 == 0;
-  if (off || !st.props().native_tier || st.props().cc_major < 8 || !scales_ok ||
-      !keys_ok || a.Qb != 1 || a.qi.dim(0) > 64 || Hi > 8 || (Di != 64 && Di != 128) || Bs % 16 != 0)
+  if (off || !st.props().native_tier || st.props().cc_major < 8 || !scales_ok || !keys_ok || a.Qb != 1 ||
+      a.qi.dim(0) > 64 || Hi > 8 || (Di != 64 && Di != 128) || Bs % 16 != 0)
     return false;
   p.bt.cu_q = a.cu_q.data<int32_t>();
   p.bt.kv_len = a.kv_len.data<int32_t>();
@@ -544,8 +550,8 @@ bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
   p.raw_max = nvfp4 && !p.pool_lse && a.scale > 0.0f && a.scale * 128.0f <= FLT_MAX;
   // About 32 warps per SM, each owning a strided set of KV blocks of its query.
   const int64_t want_warps = int64_t{st.props().sm_count} * 32;
-  const int64_t warps_per_qb = std::clamp<int64_t>((want_warps + std::max<int64_t>(a.NQ, 1) - 1) / std::max<int64_t>(a.NQ, 1), 1,
-                                                   std::max(p.bt.max_blocks, 1));
+  const int64_t warps_per_qb = std::clamp<int64_t>(
+      (want_warps + std::max<int64_t>(a.NQ, 1) - 1) / std::max<int64_t>(a.NQ, 1), 1, std::max(p.bt.max_blocks, 1));
   p.splits = static_cast<int>((warps_per_qb + kWarps - 1) / kWarps);
   return true;
 }
@@ -553,9 +559,12 @@ bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
 // The indexer's NQ x splits blocks, then `select_blocks` (fused rows; 0 unfused).
 void launch_decode(Stream& st, const Params& p, hal::DType kd, int64_t select_blocks) {
   const unsigned grid = static_cast<unsigned>(p.NQ * p.splits + select_blocks);
-  if (kd == hal::DType::fp4_e2m1x2) launch<kKeyFp4, 128>(p, grid, st.native());
-  else if (kd == hal::DType::fp8_e4m3) p.Di == 64 ? launch<kKeyFp8, 64>(p, grid, st.native()) : launch<kKeyFp8, 128>(p, grid, st.native());
-  else p.Di == 64 ? launch<kKeyBf16, 64>(p, grid, st.native()) : launch<kKeyBf16, 128>(p, grid, st.native());
+  if (kd == hal::DType::fp4_e2m1x2)
+    launch<kKeyFp4, 128>(p, grid, st.native());
+  else if (kd == hal::DType::fp8_e4m3)
+    p.Di == 64 ? launch<kKeyFp8, 64>(p, grid, st.native()) : launch<kKeyFp8, 128>(p, grid, st.native());
+  else
+    p.Di == 64 ? launch<kKeyBf16, 64>(p, grid, st.native()) : launch<kKeyBf16, 128>(p, grid, st.native());
   MSA_CUDA_CHECK_LAUNCH();
 }
 
@@ -575,7 +584,8 @@ bool launch_mma_decode_indexer_topk(hal::Stream& s, const ops::IndexerScoreArgs&
   static const bool off = env_int("MSA_CUDA_FUSED_TOPK", 1) == 0;
   const int Hs = static_cast<int>(t.block_score.dim(1)), MB = static_cast<int>(a.block_table.dim(1));
   Params p;
-  if (off || MB > kFusedMaxBlocks || a.NQ == 0 || a.NQ > kFusedMaxNQ || MB == 0 || !decode_params(st, a, p)) return false;
+  if (off || MB > kFusedMaxBlocks || a.NQ == 0 || a.NQ > kFusedMaxNQ || MB == 0 || !decode_params(st, a, p))
+    return false;
   // At most one select block per SM: even a dispatcher that did not follow block order
   // would find room for the indexer blocks the select blocks wait on.
   if (a.NQ * Hs > st.props().sm_count) return false;

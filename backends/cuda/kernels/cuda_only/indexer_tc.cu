@@ -40,8 +40,8 @@
 #include <cfloat>
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/cuda_only/indexer_tile.cuh"
+#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
@@ -112,18 +112,20 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
 // D = A B + C (ZERO: C = 0, D written without being read).
 template <int MT, bool ZERO>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#define MSA_TC_MMA(TY)                                                                                        \
-  if constexpr (ZERO) {                                                                                       \
-    const float z = 0.0f;                                                                                     \
-    asm("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "     \
-        "{%10,%10,%10,%10};\n"                                                                                \
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                      \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));                             \
-  } else {                                                                                                    \
-    asm("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "     \
-        "{%0,%1,%2,%3};\n"                                                                                    \
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                      \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                                     \
+#define MSA_TC_MMA(TY)                                                           \
+  if constexpr (ZERO) {                                                          \
+    const float z = 0.0f;                                                        \
+    asm("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY                       \
+        ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "                           \
+        "{%10,%10,%10,%10};\n"                                                   \
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                         \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z)); \
+  } else {                                                                       \
+    asm("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY                       \
+        ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "                           \
+        "{%0,%1,%2,%3};\n"                                                       \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                         \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));         \
   }
   if constexpr (MT == kBF16) {
     MSA_TC_MMA("bf16")
@@ -218,7 +220,8 @@ __device__ __forceinline__ void warp_partials(float (&acc)[4][8][4], const float
 // One CTA per SM (160 KiB of shared memory at DP = 128), so registers are plentiful: 128
 // accumulators + 32 fragment registers per thread. ptxas given the 255 of
 // __launch_bounds__(256, 1) spills a few bytes; a cap of 232 compiles without spills.
-#if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
+#if defined(__CUDACC_VER_MAJOR__) && \
+    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
 #define MSA_TC_INDEXER_BOUNDS __maxnreg__(232)
 #else
 #define MSA_TC_INDEXER_BOUNDS __launch_bounds__(kThreads, 1)
@@ -250,7 +253,7 @@ __global__ void MSA_TC_INDEXER_BOUNDS indexer_tc_kernel(const TcIndexerParams p)
   const int tb = nvis + static_cast<int>(int64_t{ntail} * y / ns);
   const int te = nvis + static_cast<int>(int64_t{ntail} * (y + 1) / ns);
   const int nqb = tl.p1 / Qb - tl.p0 / Qb + 1;
-  const int sb0 = tl.p0 / TM * TM;                    // first TM-aligned sub-tile
+  const int sb0 = tl.p0 / TM * TM;                   // first TM-aligned sub-tile
   const int clast0 = min(tl.p1, sb0 + TM - 1) / Bs;  // last block the first sub-tile sees
 
   // -inf for every (query block, head) of the tile at blocks [c0, c1), coalesced along c.
@@ -453,11 +456,15 @@ __global__ void MSA_TC_INDEXER_BOUNDS indexer_tc_kernel(const TcIndexerParams p)
         float* pm = s_pm + wn * kRows;
         float* pe = s_pe + wn * kRows;
         if (full) {
-          if (p.cols) warp_partials<true, true>(acc, f, p, s_lim, pm, pe, wm * 64, kw0, wok, g, tq);
-          else warp_partials<true, false>(acc, f, p, s_lim, pm, pe, wm * 64, kw0, wok, g, tq);
+          if (p.cols)
+            warp_partials<true, true>(acc, f, p, s_lim, pm, pe, wm * 64, kw0, wok, g, tq);
+          else
+            warp_partials<true, false>(acc, f, p, s_lim, pm, pe, wm * 64, kw0, wok, g, tq);
         } else {
-          if (p.cols) warp_partials<false, true>(acc, f, p, s_lim, pm, pe, wm * 64, kw0, wok, g, tq);
-          else warp_partials<false, false>(acc, f, p, s_lim, pm, pe, wm * 64, kw0, wok, g, tq);
+          if (p.cols)
+            warp_partials<false, true>(acc, f, p, s_lim, pm, pe, wm * 64, kw0, wok, g, tq);
+          else
+            warp_partials<false, false>(acc, f, p, s_lim, pm, pe, wm * 64, kw0, wok, g, tq);
         }
       }
       __syncthreads();  // partials of step i complete
@@ -563,8 +570,7 @@ bool launch_tc_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
 
   // Tiles: exactly NQ when a query block fills a tile, else at most NQ and at most
   // ceil(T / W) + 2 per sequence (a sequence's first and last window may be partial).
-  const int64_t tiles =
-      a.Qb >= tm ? a.NQ : std::min<int64_t>(a.NQ, (T + p.W - 1) / p.W + 2 * B);
+  const int64_t tiles = a.Qb >= tm ? a.NQ : std::min<int64_t>(a.NQ, (T + p.W - 1) / p.W + 2 * B);
   // Splits of each tile's key range: ~8 CTAs per SM in all, each range <= kMaxSpan blocks.
   const int64_t want = int64_t{8} * pr.sm_count;
   const int64_t nsplit = std::max<int64_t>((want + tiles - 1) / tiles, (MB + kMaxSpan - 1) / kMaxSpan);

@@ -45,10 +45,10 @@
 #include <cfloat>
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/cuda_only/hopper_probe.h"
 #include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
 #include "backends/cuda/kernels/cuda_only/indexer_tile.cuh"
+#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/cuda_only/tensor_map.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
@@ -59,13 +59,13 @@
 namespace msa::cuda {
 namespace {
 
-constexpr int kConsumers = 256;              // two consumer warpgroups
-constexpr int kThreads = kConsumers + 128;   // + the producer warpgroup (one thread works)
+constexpr int kConsumers = 256;             // two consumer warpgroups
+constexpr int kThreads = kConsumers + 128;  // + the producer warpgroup (one thread works)
 // GEMM rows per CTA: 128 * MT, MT = 64-row m-tiles per consumer warpgroup (1 or 2).
-constexpr int kChunk = 128;                  // keys per step
-constexpr int kStages = 4;                   // key ring depth
-constexpr int kMaxSpan = 256;                // KV blocks per CTA at most (page ids in shared memory)
-constexpr int kMinSpan = 16;                 // fewest KV blocks worth a CTA of their own
+constexpr int kChunk = 128;    // keys per step
+constexpr int kStages = 4;     // key ring depth
+constexpr int kMaxSpan = 256;  // KV blocks per CTA at most (page ids in shared memory)
+constexpr int kMinSpan = 16;   // fewest KV blocks worth a CTA of their own
 constexpr float kLn2 = 0.69314718055994531f, kLog2e = 1.4426950408889634f;
 
 struct WgIndexerParams {
@@ -77,7 +77,7 @@ struct WgIndexerParams {
   int TM = 32, logTM = 5;  // token slots per tile: rows / Hi
   int W = 32;              // tile window in positions: max(Qb, TM)
   int nsplit = 1;
-  float base = 1.0f;       // logit = dot * base: scale_i, times log2(e) for lse
+  float base = 1.0f;  // logit = dot * base: scale_i, times log2(e) for lse
 };
 
 template <int NP, int MT>  // 64-column (128-byte) panels of Di; m-tiles per warpgroup
@@ -85,14 +85,14 @@ struct WgLayout {
   static constexpr int ROWS = 128 * MT;
   static constexpr int PANEL_Q = ROWS * 128;
   static constexpr int PANEL_K = kChunk * 128;
-  static constexpr int Q_OFF = 0;                                  // [NP][ROWS][64] swizzled
-  static constexpr int K_OFF = Q_OFF + NP * PANEL_Q;               // [kStages][NP][kChunk][64]
+  static constexpr int Q_OFF = 0;                     // [NP][ROWS][64] swizzled
+  static constexpr int K_OFF = Q_OFF + NP * PANEL_Q;  // [kStages][NP][kChunk][64]
   static constexpr int STAGE = NP * PANEL_K;
-  static constexpr int BAR_OFF = K_OFF + kStages * STAGE;          // full[S], empty[S], qfull, qempty
+  static constexpr int BAR_OFF = K_OFF + kStages * STAGE;           // full[S], empty[S], qfull, qempty
   static constexpr int PAGE_OFF = BAR_OFF + (2 * kStages + 2) * 8;  // [kMaxSpan] page ids
-  static constexpr int SC_OFF = PAGE_OFF + kMaxSpan * 4;           // [2][ROWS] row scores
-  static constexpr int WMAX_OFF = SC_OFF + 2 * ROWS * 4;           // [2][8] per-warp maxima
-  static constexpr int BYTES = WMAX_OFF + 2 * 8 * 4 + 1024;        // + slack to align the base
+  static constexpr int SC_OFF = PAGE_OFF + kMaxSpan * 4;            // [2][ROWS] row scores
+  static constexpr int WMAX_OFF = SC_OFF + 2 * ROWS * 4;            // [2][8] per-warp maxima
+  static constexpr int BYTES = WMAX_OFF + 2 * 8 * 4 + 1024;         // + slack to align the base
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -108,7 +108,9 @@ __device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
 // Named barriers of the 256 consumer threads: 1 = both warpgroups (row-score exchange);
 // 2 and 3 = the turns of warpgroups 0 and 1 on the tensor pipe (ping-pong).
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
-__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kConsumers) : "memory"); }
+__device__ __forceinline__ void named_sync(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kConsumers) : "memory");
+}
 __device__ __forceinline__ void named_arrive(int id) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kConsumers) : "memory");
 }
@@ -131,7 +133,8 @@ __device__ __forceinline__ void issue_step(float (&acc)[MT][64], uint32_t a_base
 #pragma unroll
     for (int kk = 0; kk < NP * 4; ++kk) {
       const uint32_t off = (kk % 4) * 32;  // k16 slice inside the 64-column panel kk / 4
-      const uint64_t da = hopper::desc_kmajor_sw128(a_base + mt * 64 * 128 + (kk / 4) * (WgLayout<NP, MT>::PANEL_Q) + off);
+      const uint64_t da =
+          hopper::desc_kmajor_sw128(a_base + mt * 64 * 128 + (kk / 4) * (WgLayout<NP, MT>::PANEL_Q) + off);
       const uint64_t db = hopper::desc_kmajor_sw128(b_base + (kk / 4) * (kChunk * 128) + off);
       hopper::wgmma_ss<kBF16, 128>(acc[mt], da, db, kk > 0);
     }
@@ -275,7 +278,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       hopper::mbar_arrive_expect_tx(bar_qfull, NP * L::PANEL_Q);
       const int row0 = (t_first - tt0) * Hi;  // qi row of token slot 0 (may be < 0: zero fill)
 #pragma unroll
-      for (int pn = 0; pn < NP; ++pn) hopper::tma_load_2d(sb_addr + L::Q_OFF + pn * L::PANEL_Q, &tmap_q, pn * 64, row0, bar_qfull);
+      for (int pn = 0; pn < NP; ++pn)
+        hopper::tma_load_2d(sb_addr + L::Q_OFF + pn * L::PANEL_Q, &tmap_q, pn * 64, row0, bar_qfull);
       int c = cb, off = 0;
       for (int i = 0; i < nch; ++i, ++gstep) {
         const int st = gstep % kStages;
@@ -286,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int pn = 0; pn < NP; ++pn)
             hopper::tma_load_2d(sb_addr + L::K_OFF + st * L::STAGE + pn * L::PANEL_K, &tmap_k, pn * 64, pg * Bs + off,
-                        bar_full + 8 * st);
+                                bar_full + 8 * st);
         } else {
           hopper::mbar_arrive(bar_full + 8 * st);  // unmapped block: consumers mask the whole step
         }
@@ -357,7 +361,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       hopper::wgmma_wait<0>();
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) hopper::fence_regs(acc[mt]);
-      mbar_arrive_if(bar_empty + 8 * st, lane == 0);         // stage read by this warp
+      mbar_arrive_if(bar_empty + 8 * st, lane == 0);          // stage read by this warp
       mbar_arrive_if(bar_qempty, lane == 0 && i + 1 >= nch);  // Q no longer read
       const int k0 = k_begin + i * kChunk;
       const bool pgok = __shfl_sync(0xffffffffu, s_page[c - cb], 0) >= 0;  // warp-uniform
@@ -488,8 +492,8 @@ bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   // Default on sm_90; MSA_CUDA_WGMMA_INDEXER=0 leaves prefill to indexer_tc (A/B runs).
   static const bool off = env_int("MSA_CUDA_WGMMA_INDEXER", 1) == 0;
   // Rows per CTA: 256 (two 64-row m-tiles per consumer warpgroup; default, faster) or 128.
-  static const int rows = static_cast<int>(parse_env_int("MSA_CUDA_WGMMA_INDEXER_ROWS",
-                                                         std::getenv("MSA_CUDA_WGMMA_INDEXER_ROWS"), 256, 128, 256));
+  static const int rows = static_cast<int>(
+      parse_env_int("MSA_CUDA_WGMMA_INDEXER_ROWS", std::getenv("MSA_CUDA_WGMMA_INDEXER_ROWS"), 256, 128, 256));
   if (off) return false;
   if (rows != 128 && rows != 256) throw Error("environment variable MSA_CUDA_WGMMA_INDEXER_ROWS: must be 128 or 256");
   auto& st = gpu_stream(s);
@@ -499,7 +503,7 @@ bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   const int64_t T = a.qi.dim(0), Hi = a.qi.dim(1), Di = a.qi.dim(2);
   const int64_t B = a.kv_len.dim(0), MB = a.block_table.dim(1), Bs = a.ki_cache.dim(1), P = a.ki_cache.dim(0);
   if (a.NQ <= 0 || MB <= 0 || T <= 0 || B <= 0) return false;
-  if (T < 8 * B) return false;  // decode-like: other kernels
+  if (T < 8 * B) return false;              // decode-like: other kernels
   if (Di != 64 && Di != 128) return false;  // whole 64-column TMA boxes
   if (Bs % kChunk != 0) return false;
   if (Hi < 4 || Hi > 64 || (Hi & (Hi - 1)) != 0) return false;

@@ -48,8 +48,10 @@ __device__ __forceinline__ void load_q_frags(uint32_t qbase, int lane, int dstep
 #pragma unroll
   for (int kk = 0; kk < DP / 16; ++kk) {
     const int ch = 2 * kk + (lane >> 4);
-    if (kk < dsteps) ldsm_x4(qrow + ((ch ^ (r & 7)) << 4), qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3]);
-    else qa[kk][0] = qa[kk][1] = qa[kk][2] = qa[kk][3] = 0u;
+    if (kk < dsteps)
+      ldsm_x4(qrow + ((ch ^ (r & 7)) << 4), qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3]);
+    else
+      qa[kk][0] = qa[kk][1] = qa[kk][2] = qa[kk][3] = 0u;
   }
 }
 
@@ -61,12 +63,15 @@ __device__ __forceinline__ void load_q_frags(uint32_t qbase, int lane, int dstep
 // (ch % 8) ^ r % 8. Either way 8 consecutive rows of one chunk hit 8 distinct bank groups.
 template <int DP, int PR>
 __device__ __forceinline__ uint32_t tile_chunk(int r, int ch) {
-  if constexpr (PR == 0) return static_cast<uint32_t>(r * (DP * 2) + ((ch ^ (r & 7)) << 4));
-  else return static_cast<uint32_t>((ch >> 3) * (PR * 128) + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
+  if constexpr (PR == 0)
+    return static_cast<uint32_t>(r * (DP * 2) + ((ch ^ (r & 7)) << 4));
+  else
+    return static_cast<uint32_t>((ch >> 3) * (PR * 128) + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
 }
 
 template <int DT, int DP, int PR = 0, class QFrag>
-__device__ __forceinline__ void warp_qk_with(QFrag qf, uint32_t kbuf, int kb, int lane, int dsteps, float (&sacc)[2][4]) {
+__device__ __forceinline__ void warp_qk_with(QFrag qf, uint32_t kbuf, int kb, int lane, int dsteps,
+                                             float (&sacc)[2][4]) {
 #pragma unroll
   for (int n = 0; n < 2; ++n) sacc[n][0] = sacc[n][1] = sacc[n][2] = sacc[n][3] = 0.0f;
   const int key = kb + (lane & 7) + ((lane >> 4) << 3);

@@ -52,8 +52,8 @@ void argmax(hal::Stream& s, const ops::ArgmaxArgs& a) {
   if (M == 0) return;
   auto& st = gpu_stream(s);
   MSA_DISPATCH_ACT(a.x.dtype, DT, {
-    argmax_kernel<DT><<<static_cast<unsigned>(M), 256, 0, st.native()>>>(a.x.data<typename Elem<DT>::T>(),
-                                                                           a.idx.data<int32_t>(), N);
+    argmax_kernel<DT>
+        <<<static_cast<unsigned>(M), 256, 0, st.native()>>>(a.x.data<typename Elem<DT>::T>(), a.idx.data<int32_t>(), N);
   });
   MSA_CUDA_CHECK_LAUNCH();
 }

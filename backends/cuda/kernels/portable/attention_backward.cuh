@@ -299,8 +299,9 @@ void paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::O
   constexpr int kDeltaThreads = 256;
   MSA_DISPATCH_ACT(a.q.dtype, DT, {
     if (T > 0) {
-      tile_delta_kernel<DT, kDeltaThreads><<<grid_for(T * Hq, kDeltaThreads, st.props()), kDeltaThreads, 0,
-                                             st.native()>>>(p.dout, a.out.template data<void>(), T * Hq, p.D, delta);
+      tile_delta_kernel<DT, kDeltaThreads>
+          <<<grid_for(T * Hq, kDeltaThreads, st.props()), kDeltaThreads, 0, st.native()>>>(
+              p.dout, a.out.template data<void>(), T * Hq, p.D, delta);
       MSA_CUDA_CHECK_LAUNCH();
     }
     MSA_DISPATCH_TILE_DP(D, DP, {

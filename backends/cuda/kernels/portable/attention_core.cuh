@@ -30,17 +30,17 @@ static_assert(kRPW >= 1 && kKPL >= 1 && kRPW * (kAttnThreads / kWarp) == kRows, 
 struct Tile {
   const void* k = nullptr;  // key 0 of the tile
   const void* v = nullptr;
-  int64_t stride = 0;       // elements between consecutive keys
-  int nkeys = 0;            // keys [0, nkeys) are real; the rest are zero-filled
-  int kpos0 = 0;            // position of key 0 (for the causal limit)
+  int64_t stride = 0;  // elements between consecutive keys
+  int nkeys = 0;       // keys [0, nkeys) are real; the rest are zero-filled
+  int kpos0 = 0;       // position of key 0 (for the causal limit)
 };
 
 // Where the rows' results go.
 struct AttnOut {
-  void* out = nullptr;         // [rows][D] input dtype (final mode)
-  float* lse = nullptr;        // [rows]
-  float* part_o = nullptr;     // [S][rows_total][D] f32 (split mode), null = final
-  float* part_lse = nullptr;   // [S][rows_total]
+  void* out = nullptr;        // [rows][D] input dtype (final mode)
+  float* lse = nullptr;       // [rows]
+  float* part_o = nullptr;    // [S][rows_total][D] f32 (split mode), null = final
+  float* part_lse = nullptr;  // [S][rows_total]
   int64_t rows_total = 0;
   int split = 0;
 };
@@ -49,10 +49,10 @@ template <int DT, int DP>
 struct AttnLayout {
   using T = typename Elem<DT>::T;
   static constexpr int ES = int(sizeof(T));
-  static constexpr int QROW = DP + 4;              // floats
-  static constexpr int KROW = DP * ES + 16;        // bytes, padded (bank-conflict-free)
-  static constexpr int PROW = kBK + 4;             // floats
-  static constexpr int CPRP = DP * ES / 16;        // 16-byte chunks per padded row
+  static constexpr int QROW = DP + 4;                    // floats
+  static constexpr int KROW = DP * ES + 16;              // bytes, padded (bank-conflict-free)
+  static constexpr int PROW = kBK + 4;                   // floats
+  static constexpr int CPRP = DP * ES / 16;              // 16-byte chunks per padded row
   static constexpr int NCH = kBK * CPRP / kAttnThreads;  // chunks per thread per matrix
   static_assert(NCH >= 1 && kBK * CPRP % kAttnThreads == 0, "tile chunking");
   static constexpr int Q_OFF = 0;
@@ -304,8 +304,8 @@ struct FmaCore {
   template <int DT, int DP>
   using Layout = AttnLayout<DT, DP>;
   template <int DT, int DP, class Src>
-  static __device__ __forceinline__ void run(char* smem, const void* q, int D, float scale, const Src& src,
-                                             int ntiles, const AttnOut& o) {
+  static __device__ __forceinline__ void run(char* smem, const void* q, int D, float scale, const Src& src, int ntiles,
+                                             const AttnOut& o) {
     attend<DT, DP>(smem, q, D, scale * 1.4426950408889634f, src, ntiles, o);
   }
 };

@@ -33,19 +33,19 @@ void launch_merge(Stream& st, const AttnOut& o, int S, int64_t rows, int D, void
   using T = typename Elem<DT>::T;
   constexpr int kThreads = 256;
   const int64_t blocks = (rows * kWarp + kThreads - 1) / kThreads;
-  attn_merge_kernel<DT><<<static_cast<unsigned>(blocks), kThreads, 0, st.native()>>>(
-      o.part_o, o.part_lse, S, rows, D, static_cast<T*>(out), lse);
+  attn_merge_kernel<DT><<<static_cast<unsigned>(blocks), kThreads, 0, st.native()>>>(o.part_o, o.part_lse, S, rows, D,
+                                                                                     static_cast<T*>(out), lse);
   MSA_CUDA_CHECK_LAUNCH();
 }
 
 // Runs BODY with `constexpr int DP` = 64 or 128 (padded head dim) for head dim D.
-#define MSA_DISPATCH_DP(D, DP, ...)              \
-  if ((D) <= 64) {                               \
-    constexpr int DP = 64;                       \
-    __VA_ARGS__;                                 \
-  } else {                                       \
-    constexpr int DP = 128;                      \
-    __VA_ARGS__;                                 \
+#define MSA_DISPATCH_DP(D, DP, ...) \
+  if ((D) <= 64) {                  \
+    constexpr int DP = 64;          \
+    __VA_ARGS__;                    \
+  } else {                          \
+    constexpr int DP = 128;         \
+    __VA_ARGS__;                    \
   }
 
 }  // namespace msa::MSA_GPU_NS

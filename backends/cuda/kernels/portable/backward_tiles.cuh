@@ -54,8 +54,8 @@ struct BwdTiles {
 // gets dP - delta = 0 exactly, so its dq is exactly 0 as in the reference. One thread per
 // row (rows x D elements, a small fraction of the tiles' traffic).
 template <int DT, int kThreads>
-__global__ void __launch_bounds__(kThreads) tile_delta_kernel(const void* dout, const void* out, int64_t rows, int D,
-                                                              float* delta) {
+__global__ void __launch_bounds__(kThreads)
+    tile_delta_kernel(const void* dout, const void* out, int64_t rows, int D, float* delta) {
   using T = typename Elem<DT>::T;
   const T* o = static_cast<const T*>(dout);
   const T* y = static_cast<const T*>(out);
@@ -241,8 +241,7 @@ struct QueryGrads {
       for (int j = 0; j < QJ; ++j) {
         const float4 d4 = *reinterpret_cast<const float4*>(&s.ds[(g + j * kTileGroups) * kTileKeys + k]);
 #pragma unroll
-        for (int i = 0; i < DI; ++i)
-          dq[j][i] += d4.x * kv[i][0] + d4.y * kv[i][1] + d4.z * kv[i][2] + d4.w * kv[i][3];
+        for (int i = 0; i < DI; ++i) dq[j][i] += d4.x * kv[i][0] + d4.y * kv[i][1] + d4.z * kv[i][2] + d4.w * kv[i][3];
       }
     }
   }

@@ -197,8 +197,8 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
 
 // ---- few long rows: chunks of a row in parallel, merged by the last chunk ----------------
 constexpr int kSplitThreads = kSelThreads;
-constexpr int kSplitMaxPer = 8;         // keys per thread: chunks and merges of <= 2048 keys
-constexpr int kSplitMaxS = 64;          // chunks per row (and S * k <= 2048: the merge)
+constexpr int kSplitMaxPer = 8;  // keys per thread: chunks and merges of <= 2048 keys
+constexpr int kSplitMaxS = 64;   // chunks per row (and S * k <= 2048: the merge)
 constexpr int kSplitMaxK = 128;
 constexpr int kTopkSlots = 8;           // streams with their own arrival counters
 constexpr int kTopkRowsPerSlot = 4096;  // rows per call on the split path
@@ -320,21 +320,26 @@ bool adaptive_select() {
 // at most kSplitThreads * kSplitMaxPer blocks (decode up to 256K context), where the
 // row kernel (keys in shared memory, 2048-bin histogram rounds) is latency-bound.
 bool launch_one_block(Stream& st, const TopkParams& p, int64_t rows) {
-  if (!one_block_rows() || p.n > kSplitThreads * kSplitMaxPer || rows > 2 * int64_t{st.props().sm_count})
-    return false;
+  if (!one_block_rows() || p.n > kSplitThreads * kSplitMaxPer || rows > 2 * int64_t{st.props().sm_count}) return false;
   SplitArgs sa;
   sa.S = 1;
   sa.chunk = p.n;
   const unsigned grid = static_cast<unsigned>(rows);
   const auto launch = [&](auto adaptive) {
     constexpr bool A = decltype(adaptive)::value;
-    if (p.n <= kSplitThreads) topk_split_kernel<1, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-    else if (p.n <= kSplitThreads * 2) topk_split_kernel<2, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-    else if (p.n <= kSplitThreads * 4) topk_split_kernel<4, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-    else topk_split_kernel<kSplitMaxPer, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+    if (p.n <= kSplitThreads)
+      topk_split_kernel<1, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+    else if (p.n <= kSplitThreads * 2)
+      topk_split_kernel<2, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+    else if (p.n <= kSplitThreads * 4)
+      topk_split_kernel<4, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+    else
+      topk_split_kernel<kSplitMaxPer, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
   };
-  if (adaptive_select()) launch(std::true_type{});
-  else launch(std::false_type{});
+  if (adaptive_select())
+    launch(std::true_type{});
+  else
+    launch(std::false_type{});
   MSA_CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -360,13 +365,17 @@ bool launch_split(Stream& st, const TopkParams& p, int64_t rows) {
   const unsigned grid = static_cast<unsigned>(rows * sa.S);
   const auto launch = [&](auto adaptive) {
     constexpr bool A = decltype(adaptive)::value;
-    if (sa.chunk <= kSplitThreads * 2) topk_split_kernel<2, A, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+    if (sa.chunk <= kSplitThreads * 2)
+      topk_split_kernel<2, A, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
     else if (sa.chunk <= kSplitThreads * 4)
       topk_split_kernel<4, A, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-    else topk_split_kernel<kSplitMaxPer, A, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+    else
+      topk_split_kernel<kSplitMaxPer, A, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
   };
-  if (adaptive_select()) launch(std::true_type{});
-  else launch(std::false_type{});
+  if (adaptive_select())
+    launch(std::true_type{});
+  else
+    launch(std::false_type{});
   MSA_CUDA_CHECK_LAUNCH();
   return true;
 }

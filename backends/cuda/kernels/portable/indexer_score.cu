@@ -30,16 +30,16 @@ struct IndexerParams {
   Batch bt;
   const void* qi = nullptr;  // [T][Hi][Di]
   int qi_dt = 0;
-  const void* ki = nullptr;  // [P][Bs][Di] ([P][Bs][Di/2] NVFP4 bytes)
+  const void* ki = nullptr;            // [P][Bs][Di] ([P][Bs][Di/2] NVFP4 bytes)
   const float* ki_scale = nullptr;     // fp8 keys: [P][Bs] f32 or null
   const uint8_t* ki_scale8 = nullptr;  // NVFP4 keys: [P][Bs][Di/16] e4m3
-  float* out = nullptr;      // [NQ][Hi][max_blocks]
+  float* out = nullptr;                // [NQ][Hi][max_blocks]
   int Qb = 1;
   int64_t NQ = 0;
   int Hi = 1, Di = 0;
   float scale = 1.0f;
   bool pool_lse = false;
-  int splits = 1;            // blocks of the grid per query block
+  int splits = 1;  // blocks of the grid per query block
 };
 
 // One butterfly stage: lanes with bit `o` set keep the upper half of v and send the
@@ -124,17 +124,17 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerParams p) {
   using KL = KeyLoad<KDT>;
   using LV = typename KL::V;
   constexpr int E = kNv ? 16 : int(sizeof(LV) / sizeof(KT));  // elements per lane chunk
-  constexpr int CPR = DI / E;                      // lanes per key row
+  constexpr int CPR = DI / E;                                 // lanes per key row
   static_assert(CPR >= 1 && CPR <= kWarp, "row must fit a warp");
-  constexpr int RPI = kWarp / CPR;                 // rows per load instruction
+  constexpr int RPI = kWarp / CPR;  // rows per load instruction
   // Loads in flight per lane: 8 x 16 bytes. (fp8: 16 keys per chunk hold 4 x 16 qi floats
   // per lane, ~186 registers, one block per SM, still 32 KiB in flight per SM; NI = 4
   // made ptxas spill at 128 registers.)
   constexpr int NI = 8;
-  constexpr int N = NI * kHC;                      // partial sums per lane
+  constexpr int N = NI * kHC;  // partial sums per lane
   static_assert(N >= CPR, "reduce-scatter needs N >= CPR");
-  constexpr int NV = N / CPR;                      // finished logits per lane per batch
-  constexpr int ROWS = NI * RPI;                   // rows per batch
+  constexpr int NV = N / CPR;     // finished logits per lane per batch
+  constexpr int ROWS = NI * RPI;  // rows per batch
   constexpr int LOG_CPR = CPR >= 32 ? 5 : CPR >= 16 ? 4 : CPR >= 8 ? 3 : CPR >= 4 ? 2 : CPR >= 2 ? 1 : 0;
 
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -294,8 +294,8 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   auto& st = gpu_stream(s);
 #if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
   if (launch_mma_decode_indexer(s, a)) return;  // decode (Qb = 1, <= 64 queries) on tensor cores
-  if (launch_wgmma_indexer(s, a)) return;  // prefill on wgmma (sm_90a, bf16 qi and keys)
-  if (launch_tc_indexer(s, a)) return;  // prefill on tensor cores (native tier, bf16/f16 qi)
+  if (launch_wgmma_indexer(s, a)) return;       // prefill on wgmma (sm_90a, bf16 qi and keys)
+  if (launch_tc_indexer(s, a)) return;          // prefill on tensor cores (native tier, bf16/f16 qi)
 #endif
   IndexerParams p;
   p.bt.cu_q = a.cu_q.data<int32_t>();
@@ -329,11 +329,20 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   const unsigned grid = static_cast<unsigned>(a.NQ * p.splits);
   const bool small = p.Di <= 64;
   switch (a.ki_cache.dtype) {
-    case hal::DType::bf16: small ? launch<kBF16, 64>(p, grid, st.native()) : launch<kBF16, 128>(p, grid, st.native()); break;
-    case hal::DType::f32: small ? launch<kF32, 64>(p, grid, st.native()) : launch<kF32, 128>(p, grid, st.native()); break;
-    case hal::DType::fp8_e4m3: small ? launch<kFP8, 64>(p, grid, st.native()) : launch<kFP8, 128>(p, grid, st.native()); break;
-    case hal::DType::fp4_e2m1x2: small ? launch<kFP4, 64>(p, grid, st.native()) : launch<kFP4, 128>(p, grid, st.native()); break;
-    default: throw Error("cuda: indexer_score: unexpected ki_cache dtype");
+    case hal::DType::bf16:
+      small ? launch<kBF16, 64>(p, grid, st.native()) : launch<kBF16, 128>(p, grid, st.native());
+      break;
+    case hal::DType::f32:
+      small ? launch<kF32, 64>(p, grid, st.native()) : launch<kF32, 128>(p, grid, st.native());
+      break;
+    case hal::DType::fp8_e4m3:
+      small ? launch<kFP8, 64>(p, grid, st.native()) : launch<kFP8, 128>(p, grid, st.native());
+      break;
+    case hal::DType::fp4_e2m1x2:
+      small ? launch<kFP4, 64>(p, grid, st.native()) : launch<kFP4, 128>(p, grid, st.native());
+      break;
+    default:
+      throw Error("cuda: indexer_score: unexpected ki_cache dtype");
   }
   MSA_CUDA_CHECK_LAUNCH();
 }

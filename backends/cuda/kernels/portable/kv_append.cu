@@ -17,14 +17,14 @@ struct AppendParams {
   const uint16_t* v = nullptr;
   uint16_t* k_cache = nullptr;  // [P][Hkv][Bs][D]
   uint16_t* v_cache = nullptr;
-  int64_t row_units = 0;        // D * esize / 2
+  int64_t row_units = 0;  // D * esize / 2
   int Hkv = 0;
-  const void* ki = nullptr;     // [T][Di]
+  const void* ki = nullptr;  // [T][Di]
   int ki_dt = 0;
-  void* ki_cache = nullptr;     // [P][Bs][Di]
+  void* ki_cache = nullptr;  // [P][Bs][Di]
   int kic_dt = 0;
-  float* ki_scale = nullptr;    // [P][Bs]
-  uint8_t* ki_scale8 = nullptr; // NVFP4: [P][Bs][Di/16] e4m3
+  float* ki_scale = nullptr;     // [P][Bs]
+  uint8_t* ki_scale8 = nullptr;  // NVFP4: [P][Bs][Di/16] e4m3
   int Di = 0;
 };
 

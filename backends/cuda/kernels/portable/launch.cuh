@@ -17,12 +17,22 @@ namespace msa::MSA_GPU_NS {
 inline int dt_code(hal::DType t) { return static_cast<int>(t); }
 
 // Runs BODY with `constexpr int DT` bound to the activation dtype t (f32, f16, bf16).
-#define MSA_DISPATCH_ACT(t, DT, ...)                                              \
-  switch (t) {                                                                    \
-    case ::msa::hal::DType::f32: { constexpr int DT = kF32; __VA_ARGS__; } break; \
-    case ::msa::hal::DType::f16: { constexpr int DT = kF16; __VA_ARGS__; } break; \
-    case ::msa::hal::DType::bf16: { constexpr int DT = kBF16; __VA_ARGS__; } break; \
-    default: throw ::msa::Error(std::string("cuda: unexpected dtype ") + ::msa::hal::dtype_name(t)); \
+#define MSA_DISPATCH_ACT(t, DT, ...)                                                          \
+  switch (t) {                                                                                \
+    case ::msa::hal::DType::f32: {                                                            \
+      constexpr int DT = kF32;                                                                \
+      __VA_ARGS__;                                                                            \
+    } break;                                                                                  \
+    case ::msa::hal::DType::f16: {                                                            \
+      constexpr int DT = kF16;                                                                \
+      __VA_ARGS__;                                                                            \
+    } break;                                                                                  \
+    case ::msa::hal::DType::bf16: {                                                           \
+      constexpr int DT = kBF16;                                                               \
+      __VA_ARGS__;                                                                            \
+    } break;                                                                                  \
+    default:                                                                                  \
+      throw ::msa::Error(std::string("cuda: unexpected dtype ") + ::msa::hal::dtype_name(t)); \
   }
 
 inline int64_t last_dim(const hal::Tensor& t) { return t.rank == 0 ? 1 : t.dim(-1); }

@@ -41,8 +41,8 @@ void layer_norm(hal::Stream& s, const ops::LayerNormArgs& a) {
   MSA_DISPATCH_ACT(a.x.dtype, DT, {
     using T = typename Elem<DT>::T;
     layer_norm_kernel<DT><<<static_cast<unsigned>(M), threads, 0, st.native()>>>(
-        a.x.data<T>(), a.w.data<void>(), a.b.present() ? a.b.data<void>() : nullptr, dt_code(a.w.dtype),
-        a.y.data<T>(), N, a.eps);
+        a.x.data<T>(), a.w.data<void>(), a.b.present() ? a.b.data<void>() : nullptr, dt_code(a.w.dtype), a.y.data<T>(),
+        N, a.eps);
   });
   MSA_CUDA_CHECK_LAUNCH();
 }

@@ -11,11 +11,10 @@ namespace {
 constexpr int kTile = 64, kTk = 16;
 
 template <int DT>
-__global__ void __launch_bounds__(256) matmul_kernel(const typename Elem<DT>::T* __restrict__ x,
-                                                     const typename Elem<DT>::T* __restrict__ w,
-                                                     const typename Elem<DT>::T* __restrict__ bias,
-                                                     typename Elem<DT>::T* __restrict__ y, int64_t M, int64_t N,
-                                                     int64_t K) {
+__global__ void __launch_bounds__(256)
+    matmul_kernel(const typename Elem<DT>::T* __restrict__ x, const typename Elem<DT>::T* __restrict__ w,
+                  const typename Elem<DT>::T* __restrict__ bias, typename Elem<DT>::T* __restrict__ y, int64_t M,
+                  int64_t N, int64_t K) {
   __shared__ float xs[kTk][kTile + 4];
   __shared__ float ws[kTk][kTile + 4];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -74,9 +73,8 @@ void matmul(hal::Stream& s, const ops::MatmulArgs& a) {
   const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((M + kTile - 1) / kTile));
   MSA_DISPATCH_ACT(a.x.dtype, DT, {
     using T = typename Elem<DT>::T;
-    matmul_kernel<DT><<<grid, 256, 0, st.native()>>>(a.x.data<T>(), a.w.data<T>(),
-                                                     a.bias.present() ? a.bias.data<T>() : nullptr, a.y.data<T>(), M,
-                                                     N, K);
+    matmul_kernel<DT><<<grid, 256, 0, st.native()>>>(
+        a.x.data<T>(), a.w.data<T>(), a.bias.present() ? a.bias.data<T>() : nullptr, a.y.data<T>(), M, N, K);
   });
   MSA_CUDA_CHECK_LAUNCH();
 }

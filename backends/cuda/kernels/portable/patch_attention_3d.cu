@@ -34,9 +34,9 @@ __global__ void patch_chunks_kernel(const int32_t* __restrict__ items, int n_ite
           ok = false;
           break;
         }
-        chunks[nc++] = make_int4(static_cast<int>(t),
-                                 static_cast<int>(we - t < rows_per_chunk ? we - t : rows_per_chunk),
-                                 static_cast<int>(ws), static_cast<int>(we));
+        chunks[nc++] =
+            make_int4(static_cast<int>(t), static_cast<int>(we - t < rows_per_chunk ? we - t : rows_per_chunk),
+                      static_cast<int>(ws), static_cast<int>(we));
       }
     }
     tok += per_t * gt;
@@ -62,8 +62,8 @@ void patch_attention_3d(hal::Stream& s, const ops::PatchAttention3dArgs& a) {
   p.chunks = reinterpret_cast<const int4*>(ws + 64);
   p.count = reinterpret_cast<const int*>(ws);
   patch_chunks_kernel<<<1, kWarp, 0, st.native()>>>(n_items > 0 ? a.items.data<int32_t>() : nullptr, n_items, N,
-                                                   a.window, reinterpret_cast<int4*>(ws + 64), max_chunks,
-                                                   reinterpret_cast<int*>(ws), st.error_flag(), per_chunk);
+                                                    a.window, reinterpret_cast<int4*>(ws + 64), max_chunks,
+                                                    reinterpret_cast<int*>(ws), st.error_flag(), per_chunk);
   MSA_CUDA_CHECK_LAUNCH();
   if (N == 0) return;
   p.q = a.q.data<void>();

@@ -123,10 +123,10 @@ void patch_attention_3d_backward(hal::Stream& s, const ops::PatchAttention3dBack
   auto* query_table = key_table + key_chunks;
   const int32_t* items = n_items > 0 ? a.items.data<int32_t>() : nullptr;
   patch_chunks_kernel<<<1, kWarp, 0, st.native()>>>(items, n_items, N, a.window, key_table, key_chunks, key_count,
-                                                   st.error_flag(), kTileKeys);
+                                                    st.error_flag(), kTileKeys);
   MSA_CUDA_CHECK_LAUNCH();
-  patch_chunks_kernel<<<1, kWarp, 0, st.native()>>>(items, n_items, N, a.window, query_table, query_chunks,
-                                                   query_count, st.error_flag(), BQ);
+  patch_chunks_kernel<<<1, kWarp, 0, st.native()>>>(items, n_items, N, a.window, query_table, query_chunks, query_count,
+                                                    st.error_flag(), BQ);
   MSA_CUDA_CHECK_LAUNCH();
   if (N == 0 || H == 0) return;
   PatchGrad p;
@@ -153,9 +153,8 @@ void patch_attention_3d_backward(hal::Stream& s, const ops::PatchAttention3dBack
     return static_cast<unsigned>(std::clamp<int64_t>((N / rows + n_items + 1) * H, 1, cap));
   };
   MSA_DISPATCH_ACT(a.q.dtype, DT, {
-    tile_delta_kernel<DT, kDeltaThreads><<<grid_for(N * H, kDeltaThreads, st.props()), kDeltaThreads, 0,
-                                           st.native()>>>(p.dout, a.out.data<void>(), N * H, p.D,
-                                                          const_cast<float*>(p.delta));
+    tile_delta_kernel<DT, kDeltaThreads><<<grid_for(N * H, kDeltaThreads, st.props()), kDeltaThreads, 0, st.native()>>>(
+        p.dout, a.out.data<void>(), N * H, p.D, const_cast<float*>(p.delta));
     MSA_CUDA_CHECK_LAUNCH();
     MSA_DISPATCH_TILE_DP(D, DP, {
       const int smem = tiles_smem<key_grads_kernel<DT, DP>, DP>(st);

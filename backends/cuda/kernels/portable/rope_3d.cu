@@ -8,8 +8,8 @@ namespace msa::MSA_GPU_NS {
 namespace {
 
 template <int DT>
-__global__ void rope_3d_kernel(const typename Elem<DT>::T* x, const int32_t* __restrict__ pos,
-                               typename Elem<DT>::T* y, int64_t N, int H, int D, double log_theta) {
+__global__ void rope_3d_kernel(const typename Elem<DT>::T* x, const int32_t* __restrict__ pos, typename Elem<DT>::T* y,
+                               int64_t N, int H, int D, double log_theta) {
   const int a = 2 * (D / 6), qa = a / 2, half = 3 * qa;
   const int64_t n = N * H * half;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {

@@ -55,7 +55,7 @@ void scatter_visual(hal::Stream& s, const ops::ScatterVisualArgs& a) {
   auto& st = gpu_stream(s);
   auto* ord = static_cast<int32_t*>(st.workspace(static_cast<size_t>(T + 1) * sizeof(int32_t)));
   number_placeholders<<<1, kScanThreads, 0, st.native()>>>(a.tokens.data<int32_t>(), T, a.placeholder, Nv, ord,
-                                                          st.error_flag());
+                                                           st.error_flag());
   MSA_CUDA_CHECK_LAUNCH();
   if (row_bytes == 0) return;
   const int64_t units = static_cast<int64_t>(row_bytes / 2);

@@ -35,8 +35,8 @@ __device__ __forceinline__ Seq load_seq(const Batch& bt, int b, bool report = tr
   Seq s;
   const int c0 = bt.cu_q[b], c1 = bt.cu_q[b + 1], kv = bt.kv_len[b];
   const bool t_known = bt.T >= 0;  // block_topk does not know T
-  const bool cu_ok = (b > 0 || c0 == 0) && c0 >= 0 && c1 >= c0 && (!t_known || c1 <= bt.T) &&
-                     (!t_known || b + 1 < bt.B || c1 == bt.T);
+  const bool cu_ok =
+      (b > 0 || c0 == 0) && c0 >= 0 && c1 >= c0 && (!t_known || c1 <= bt.T) && (!t_known || b + 1 < bt.B || c1 == bt.T);
   const bool kv_ok = kv >= c1 - c0 && static_cast<int64_t>(kv) <= static_cast<int64_t>(bt.max_blocks) * bt.Bs;
   if (!cu_ok || !kv_ok) {
     if (report) raise_flag(bt.flag, cu_ok ? kErrKvLen : kErrCuQ, bt.op);
@@ -74,7 +74,7 @@ __device__ __forceinline__ QBlock locate_qblock(const Batch& bt, int Qb, int64_t
     const Seq s = load_seq(bt, b, check_nq);
     const int nb = s.ok ? seq_qblocks(s, Qb) : 0;
     if (r.b < 0 && qb < acc + nb) {
-      const int first = s.kv - s.qlen;               // position of the first token
+      const int first = s.kv - s.qlen;  // position of the first token
       const int blk = first / Qb + static_cast<int>(qb - acc);
       const int pstart = max(first, blk * Qb);
       const int pend = min(s.kv - 1, blk * Qb + Qb - 1);

@@ -73,8 +73,8 @@ inline void sort_keys(Stream& st, uint64_t* keys, int64_t n) {
   MSA_CUDA_CHECK_LAUNCH();
   for (int64_t k = 2 * kSortTile; k <= n; k <<= 1) {
     for (int64_t j = k >> 1; j >= kSortTile; j >>= 1) {
-      sort_detail::step_kernel<kSortThreads><<<grid_for(n / 2, kSortThreads, st.props()), kSortThreads, 0, st.native()>>>(
-          keys, n, k, j);
+      sort_detail::step_kernel<kSortThreads>
+          <<<grid_for(n / 2, kSortThreads, st.props()), kSortThreads, 0, st.native()>>>(keys, n, k, j);
       MSA_CUDA_CHECK_LAUNCH();
     }
     sort_detail::tile_kernel<false, kSortThreads><<<tiles, kSortThreads, 0, st.native()>>>(keys, k);

@@ -198,15 +198,17 @@ __device__ unsigned select_top_adaptive(const uint32_t (&key)[PER], int k, SelSc
 
 template <int PER, bool kAdaptive>
 __device__ unsigned select_keys(const uint32_t (&key)[PER], int k, SelScratch& sc) {
-  if constexpr (kAdaptive) return select_top_adaptive<PER>(key, k, sc);
-  else return select_top<PER>(key, k, sc);
+  if constexpr (kAdaptive)
+    return select_top_adaptive<PER>(key, k, sc);
+  else
+    return select_top<PER>(key, k, sc);
 }
 
 // Writes the taken values in position order to dst[0..total), dst_key likewise when given;
 // returns the count. Call with every thread.
 template <int PER, class V>
-__device__ int compact_taken(unsigned take, const V (&val)[PER], V* dst, const uint32_t (*key)[PER],
-                             uint32_t* dst_key, SelScratch& sc) {
+__device__ int compact_taken(unsigned take, const V (&val)[PER], V* dst, const uint32_t (*key)[PER], uint32_t* dst_key,
+                             SelScratch& sc) {
   int total = 0;
   int pos = block_excl_scan(__popc(take), sc.scan, &total);
 #pragma unroll

@@ -37,15 +37,14 @@ struct AttendSets {
   const int32_t* bidx = nullptr;  // null: dense
   int Qb = kDenseQb;
   int k = 0;
-  int Hs = 1;       // block_idx rows per query block
-  int64_t NQ = 0;   // query blocks (dense: B, an upper bound)
+  int Hs = 1;      // block_idx rows per query block
+  int64_t NQ = 0;  // query blocks (dense: B, an upper bound)
 };
 
 // One block: validates every sequence (raising the flag as the forward kernels do),
 // numbers the query blocks, and checks their total against NQ when check_nq.
 template <int kThreads>
-__global__ void __launch_bounds__(kThreads) seq_info_kernel(Batch bt, int Qb, int64_t NQ, bool check_nq,
-                                                            SeqInfo* si) {
+__global__ void __launch_bounds__(kThreads) seq_info_kernel(Batch bt, int Qb, int64_t NQ, bool check_nq, SeqInfo* si) {
   __shared__ int scratch[kThreads / kWarp + 1];
   int64_t carry = 0;
   for (int b0 = 0; b0 < bt.B; b0 += kThreads) {
@@ -168,9 +167,9 @@ struct Entry {
 };
 
 struct InverseIndex {
-  const Entry* ent = nullptr;      // by raw entry id
-  const uint64_t* order = nullptr; // sorted keys: bucket << 32 | entry id
-  const int* begin = nullptr;      // [buckets + 1]: bucket b is order[begin[b] .. begin[b+1])
+  const Entry* ent = nullptr;       // by raw entry id
+  const uint64_t* order = nullptr;  // sorted keys: bucket << 32 | entry id
+  const int* begin = nullptr;       // [buckets + 1]: bucket b is order[begin[b] .. begin[b+1])
 
   __device__ __forceinline__ int64_t id(int w) const { return static_cast<int64_t>(order[w] & 0xffffffffu); }
   __device__ __forceinline__ const Entry& at(int w) const { return ent[id(w)]; }
@@ -180,8 +179,8 @@ struct InverseIndex {
 // Bucket: page * Hb + row (Hb = 1: the page). Invalid entries get key ~0 (sorted last),
 // as do the padding keys [E, N).
 template <int kThreads>
-__global__ void __launch_bounds__(kThreads) entry_kernel(AttendSets a, int Hb, int64_t E, int64_t N, Entry* ent,
-                                                         uint64_t* keys) {
+__global__ void __launch_bounds__(kThreads)
+    entry_kernel(AttendSets a, int Hb, int64_t E, int64_t N, Entry* ent, uint64_t* keys) {
   const int Bs = a.bt.Bs;
   for (int64_t e = int64_t{blockIdx.x} * kThreads + threadIdx.x; e < N; e += int64_t{gridDim.x} * kThreads) {
     uint64_t key = ~uint64_t{0};
@@ -214,8 +213,8 @@ __global__ void __launch_bounds__(kThreads) entry_kernel(AttendSets a, int Hb, i
 
 // begin[b] = first sorted position of bucket b (buckets: the end, past the valid keys).
 template <int kThreads>
-__global__ void __launch_bounds__(kThreads) bucket_begin_kernel(const uint64_t* keys, int64_t N, int64_t buckets,
-                                                                int* begin) {
+__global__ void __launch_bounds__(kThreads)
+    bucket_begin_kernel(const uint64_t* keys, int64_t N, int64_t buckets, int* begin) {
   for (int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x; i <= N; i += int64_t{gridDim.x} * kThreads) {
     const int64_t prev = i == 0 ? -1 : min(static_cast<int64_t>(keys[i - 1] >> 32), buckets);
     const int64_t cur = i == N ? buckets : min(static_cast<int64_t>(keys[i] >> 32), buckets);
@@ -258,14 +257,14 @@ struct IndexPlan {
 inline void launch_entry_keys(Stream& st, const AttendSets& a, int Hb, const IndexPlan& ip, Entry* ent,
                               uint64_t* keys) {
   constexpr int kThreads = 256;
-  entry_kernel<kThreads><<<grid_for(ip.N, kThreads, st.props()), kThreads, 0, st.native()>>>(a, Hb, ip.E, ip.N, ent,
-                                                                                            keys);
+  entry_kernel<kThreads>
+      <<<grid_for(ip.N, kThreads, st.props()), kThreads, 0, st.native()>>>(a, Hb, ip.E, ip.N, ent, keys);
   MSA_CUDA_CHECK_LAUNCH();
 }
 inline void launch_bucket_begin(Stream& st, const IndexPlan& ip, const uint64_t* keys, int* begin) {
   constexpr int kThreads = 256;
-  bucket_begin_kernel<kThreads><<<grid_for(ip.N + 1, kThreads, st.props()), kThreads, 0, st.native()>>>(
-      keys, ip.N, ip.buckets, begin);
+  bucket_begin_kernel<kThreads>
+      <<<grid_for(ip.N + 1, kThreads, st.props()), kThreads, 0, st.native()>>>(keys, ip.N, ip.buckets, begin);
   MSA_CUDA_CHECK_LAUNCH();
 }
 
@@ -282,8 +281,8 @@ inline InverseIndex build_inverse(Stream& st, const AttendSets& a, int Hb, const
 
 // The batch of a paged training call (cu_q, kv_len, block_table), as the forward kernels
 // see it.
-inline Batch paged_batch(Stream& st, const hal::Tensor& cu_q, const hal::Tensor& kv_len,
-                         const hal::Tensor& block_table, const hal::Tensor& k_cache, int64_t T, hal::OpId op) {
+inline Batch paged_batch(Stream& st, const hal::Tensor& cu_q, const hal::Tensor& kv_len, const hal::Tensor& block_table,
+                         const hal::Tensor& k_cache, int64_t T, hal::OpId op) {
   Batch bt;
   bt.cu_q = cu_q.data<int32_t>();
   bt.kv_len = kv_len.data<int32_t>();
