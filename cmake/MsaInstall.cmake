@@ -14,7 +14,7 @@ include(CMakePackageConfigHelpers)
 # (examples/consumer, MSA_CONSUMER_ALL_HEADERS) compiles every installed header together,
 # so a public header that includes an internal one fails CI.
 set(MSA_PUBLIC_HEADERS
-  hal/buffer.h hal/device.h hal/dtype.h hal/error.h hal/event.h hal/host_tensor.h
+  hal/buffer.h hal/device.h hal/dtype.h hal/error.h hal/event.h hal/export.h hal/host_tensor.h
   hal/kernel_table.h hal/nvfp4.h hal/op_id.h hal/registry.h hal/safetensors.h hal/stream.h
   hal/tensor.h hal/version.h
   ops/args.h ops/ops.h

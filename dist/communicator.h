@@ -8,11 +8,12 @@
 #include <vector>
 
 #include "hal/device.h"
+#include "hal/export.h"
 #include "hal/tensor.h"
 
 namespace msa::dist {
 
-class Communicator {
+class MSA_API Communicator {
  public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
@@ -39,6 +40,6 @@ class Communicator {
 
 // Every rank's `values` (the same count on every rank), concatenated in rank order.
 // Moves through the device (an all_gather of an i32 tensor); values must fit in int32.
-std::vector<int32_t> all_gather_ints(Communicator& comm, std::span<const int32_t> values);
+MSA_API std::vector<int32_t> all_gather_ints(Communicator& comm, std::span<const int32_t> values);
 
 }  // namespace msa::dist

@@ -7,6 +7,7 @@
 // adds its partial product through one all-reduce (model::OpRunner::all_reduce).
 // Embedding, norms, LM head and the vision encoder are replicated.
 #pragma once
+#include "hal/export.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -14,9 +15,9 @@ namespace msa::dist {
 
 // The configuration one rank runs: heads and intermediate width divided by `world`.
 // Throws msa::Error naming --gpus when the model's heads or MLP do not divide.
-model::Config shard_config(const model::Config& c, int world);
+MSA_API model::Config shard_config(const model::Config& c, int world);
 
 // Rank `rank`'s slices of every tensor (config: shard_config(w.config, world)).
-model::Weights shard_weights(const model::Weights& w, int rank, int world);
+MSA_API model::Weights shard_weights(const model::Weights& w, int rank, int world);
 
 }  // namespace msa::dist

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "hal/export.h"
 
 namespace msa::dist {
 
@@ -19,9 +20,9 @@ constexpr int kMaxWorld = 1024;
 // The world size asked for: `flag` when > 0, else MSA_WORLD_SIZE, else 1. Throws
 // msa::Error naming --gpus for a value outside [1, kMaxWorld] or an unparsable
 // environment value.
-int world_size_from(int flag);
+MSA_API int world_size_from(int flag);
 
-class World {
+class MSA_API World {
  public:
   // Opens `world` devices of `backend` (a bare backend name: "cuda", "cpu", "cpu-ref")
   // and their communicators. Throws msa::Error naming --gpus when the backend has fewer

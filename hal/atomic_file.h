@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "hal/export.h"
+
 namespace msa::hal {
 
 // One file written in place of `path`. A regular file (or a new one) is written to a
@@ -15,7 +17,7 @@ namespace msa::hal {
 // not a regular file (/dev/stdout, /dev/full, a pipe) is written directly, every write
 // and the close still checked. Destroying an AtomicFile that was not committed removes
 // its temporary file.
-class AtomicFile {
+class MSA_API AtomicFile {
  public:
   // `label` (e.g. "argument '--json'") starts every message: "<label>: cannot write
   // '<path>': <reason>".
@@ -39,14 +41,14 @@ class AtomicFile {
 };
 
 // Writes `bytes` as the whole content of `path` through AtomicFile.
-void write_file_atomic(const std::string& path, std::string_view bytes, const std::string& label = "");
+MSA_API void write_file_atomic(const std::string& path, std::string_view bytes, const std::string& label = "");
 
 // A temporary folder beside `target` (same file system) for building its replacement.
-std::string make_temp_dir_beside(const std::string& target);
+MSA_API std::string make_temp_dir_beside(const std::string& target);
 
 // Makes the folder `staged` (from make_temp_dir_beside) take the place of `target`: the
 // swap is one rename (an exchange when `target` exists), then the old folder is removed.
 // Every file in `staged` must already be synced (AtomicFile does that).
-void replace_dir(const std::string& staged, const std::string& target);
+MSA_API void replace_dir(const std::string& staged, const std::string& target);
 
 }  // namespace msa::hal

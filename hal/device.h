@@ -8,6 +8,7 @@
 
 #include "hal/buffer.h"
 #include "hal/event.h"
+#include "hal/export.h"
 #include "hal/kernel_table.h"
 #include "hal/stream.h"
 
@@ -22,7 +23,7 @@ struct DeviceInfo {
   std::string details;      // free text: ISA, driver, subgroup size, tier...
 };
 
-class Device {
+class MSA_API Device {
  public:
   virtual ~Device() = default;
   // Canonical name, e.g. "cuda:0", "cpu-ref".

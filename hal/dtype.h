@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "hal/export.h"
+
 namespace msa::hal {
 
 enum class DType : uint8_t { f32, f16, bf16, fp8_e4m3, i32, fp4_e2m1x2 };
@@ -18,28 +20,28 @@ enum class DType : uint8_t { f32, f16, bf16, fp8_e4m3, i32, fp4_e2m1x2 };
 inline constexpr int kDTypeCount = 6;
 
 // Bytes per element.
-size_t dtype_size(DType t);
+MSA_API size_t dtype_size(DType t);
 // Canonical lower-case name: "f32", "f16", "bf16", "fp8_e4m3", "i32", "fp4_e2m1x2".
-const char* dtype_name(DType t);
+MSA_API const char* dtype_name(DType t);
 // Parses a canonical name (case-insensitive; also "float32", "bfloat16", "float16",
 // "int32", "e4m3", "nvfp4"); throws msa::Error naming `arg` otherwise.
-DType parse_dtype(std::string_view name, const std::string& arg = "dtype");
+MSA_API DType parse_dtype(std::string_view name, const std::string& arg = "dtype");
 // True for the floating-point activation types f32, f16, bf16.
-bool is_activation_dtype(DType t);
+MSA_API bool is_activation_dtype(DType t);
 
 // Scalar conversions (round to nearest even).
-uint16_t f32_to_bf16(float x);
-float bf16_to_f32(uint16_t x);
-uint16_t f32_to_f16(float x);
-float f16_to_f32(uint16_t x);
-uint8_t f32_to_fp8_e4m3(float x);
-float fp8_e4m3_to_f32(uint8_t x);
+MSA_API uint16_t f32_to_bf16(float x);
+MSA_API float bf16_to_f32(uint16_t x);
+MSA_API uint16_t f32_to_f16(float x);
+MSA_API float f16_to_f32(uint16_t x);
+MSA_API uint8_t f32_to_fp8_e4m3(float x);
+MSA_API float fp8_e4m3_to_f32(uint8_t x);
 
 // Rounds x to the precision of t (identity for f32 and i32).
-float round_to(DType t, float x);
+MSA_API float round_to(DType t, float x);
 
 // Reads element i of a host array of type t as float / writes float into it.
-float load_as_f32(DType t, const void* base, size_t i);
-void store_from_f32(DType t, void* base, size_t i, float x);
+MSA_API float load_as_f32(DType t, const void* base, size_t i);
+MSA_API void store_from_f32(DType t, void* base, size_t i, float x);
 
 }  // namespace msa::hal

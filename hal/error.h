@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "hal/export.h"
+
 namespace msa {
 
 // Longest message an Error keeps; a longer one is cut (clip) so that no input, however
@@ -23,20 +25,20 @@ inline std::string clip(std::string_view s, size_t max_chars = 64) {
   return std::string(s.substr(0, n)) + "...";
 }
 
-class Error : public std::runtime_error {
+class MSA_API Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(clip(what, kMaxErrorChars)) {}
 };
 
 // An Error caused by one argument of a call (a shape, dtype, value or file the caller
 // gave), as opposed to a device or resource failure. Bindings map it to ValueError.
-class ArgError : public Error {
+class MSA_API ArgError : public Error {
  public:
   using Error::Error;
 };
 
 // Throws msa::ArgError("<where>: argument '<arg>': <what>").
-[[noreturn]] void throw_arg_error(const std::string& where, const std::string& arg, const std::string& what);
+[[noreturn]] MSA_API void throw_arg_error(const std::string& where, const std::string& arg, const std::string& what);
 
 }  // namespace msa
 

@@ -1,9 +1,11 @@
 // hal::Event: a point in a stream's work, recorded by Stream::record; used to time work.
 #pragma once
 
+#include "hal/export.h"
+
 namespace msa::hal {
 
-class Event {
+class MSA_API Event {
  public:
   virtual ~Event() = default;
   // Milliseconds between `start` (recorded earlier on the same stream) and this event.

@@ -5,14 +5,15 @@
 #include <string>
 
 #include "hal/device.h"
+#include "hal/export.h"
 
 namespace msa::hal {
 
 // Physical memory of the host in bytes (0 when unknown): the bound host allocations
 // driven by input sizes are checked against before they are made.
-size_t host_memory_bytes();
+MSA_API size_t host_memory_bytes();
 
-class HostDevice : public Device {
+class MSA_API HostDevice : public Device {
  public:
   HostDevice(std::string name, std::string backend, KernelTable table, int threads);
   ~HostDevice() override;

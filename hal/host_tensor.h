@@ -8,10 +8,11 @@
 
 #include "hal/device.h"
 #include "hal/dtype.h"
+#include "hal/export.h"
 
 namespace msa::hal {
 
-struct HostTensor {
+struct MSA_API HostTensor {
   DType dtype = DType::f32;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
@@ -40,8 +41,8 @@ struct HostTensor {
 };
 
 // Allocates a device tensor of the same dtype/shape and uploads the bytes.
-Device::Owned to_device(Device& device, const HostTensor& host);
+MSA_API Device::Owned to_device(Device& device, const HostTensor& host);
 // Downloads a device tensor (waits for the stream).
-HostTensor to_host(Device& device, const Tensor& t);
+MSA_API HostTensor to_host(Device& device, const Tensor& t);
 
 }  // namespace msa::hal

@@ -3,6 +3,8 @@
 #pragma once
 #include <string_view>
 
+#include "hal/export.h"
+
 namespace msa::hal {
 
 #define MSA_FOR_EACH_OP(X)           \
@@ -41,8 +43,8 @@ inline constexpr int kOpCount = 0
     ;
 
 // "sparse_block_attention"
-const char* op_name(OpId op);
+MSA_API const char* op_name(OpId op);
 // Parses an op name; returns false when unknown.
-bool parse_op(std::string_view name, OpId& op);
+MSA_API bool parse_op(std::string_view name, OpId& op);
 
 }  // namespace msa::hal

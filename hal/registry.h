@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hal/device.h"
+#include "hal/export.h"
 
 namespace msa::hal {
 
@@ -23,13 +24,13 @@ struct BackendStatus {
 };
 
 // Every backend msa knows, compiled in or not, in `auto` preference order.
-std::vector<BackendStatus> list_backends();
+MSA_API std::vector<BackendStatus> list_backends();
 
 // Opens a device by name, case-insensitive: "cpu-ref", "cpu", "cuda", "cuda:0", "hip:1",
 // "vulkan:0", or "auto" (best available: CUDA, HIP, Vulkan, CPU SIMD, then the reference;
 // a device that only emulates a GPU on the CPU, such as lavapipe, is not chosen by auto).
 // A bare backend name means its device 0. Throws msa::Error naming the device and why
 // it cannot be opened (unknown name, not compiled in, no such device).
-std::unique_ptr<Device> create_device(std::string_view name);
+MSA_API std::unique_ptr<Device> create_device(std::string_view name);
 
 }  // namespace msa::hal

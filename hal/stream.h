@@ -6,11 +6,12 @@
 #include <cstdint>
 
 #include "hal/event.h"
+#include "hal/export.h"
 #include "hal/tensor.h"
 
 namespace msa::hal {
 
-class Stream {
+class MSA_API Stream {
  public:
   virtual ~Stream() = default;
   // Copies dst.nbytes() bytes from host memory `src` into dst. Synchronous with respect

@@ -9,12 +9,13 @@
 
 #include "hal/buffer.h"
 #include "hal/dtype.h"
+#include "hal/export.h"
 
 namespace msa::hal {
 
 inline constexpr int kMaxRank = 4;
 
-struct Tensor {
+struct MSA_API Tensor {
   Buffer* buffer = nullptr;  // null = absent
   size_t offset = 0;         // bytes from the buffer's start
   DType dtype = DType::f32;
@@ -51,6 +52,6 @@ struct Tensor {
 // `who`) when dst and src differ in size or share some of their bytes without being the
 // same range; returns false when there is nothing to copy (no bytes, or dst is src). Device
 // copies (cudaMemcpyAsync, vkCmdCopyBuffer, a copy shader) are undefined on overlap.
-bool check_copy(const std::string& who, const Tensor& dst, const Tensor& src);
+MSA_API bool check_copy(const std::string& who, const Tensor& dst, const Tensor& src);
 
 }  // namespace msa::hal

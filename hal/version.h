@@ -3,9 +3,11 @@
 // msa.__version__ is it; CHANGELOG.md has an entry for it.
 #pragma once
 
+#include "hal/export.h"
+
 namespace msa {
 
 // The version of the libmsa that is loaded (not of the headers compiled against).
-const char* version() noexcept;
+MSA_API const char* version() noexcept;
 
 }  // namespace msa

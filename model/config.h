@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "hal/dtype.h"
+#include "hal/export.h"
 #include "ops/args.h"
 
 namespace msa::model {
@@ -78,18 +79,18 @@ constexpr int kMaxLayers = 4096;
 
 // Parses a config.json document. Missing optional fields take M3's values; a missing
 // required field or a bad value throws msa::Error naming the field.
-Config parse_config(const nlohmann::json& j);
+MSA_API Config parse_config(const nlohmann::json& j);
 // Reads and parses `path` (a config.json file).
-Config load_config(const std::string& path);
+MSA_API Config load_config(const std::string& path);
 // The config.json document of `c` (parse_config(to_json(c)) == c).
-nlohmann::json to_json(const Config& c);
+MSA_API nlohmann::json to_json(const Config& c);
 // Checks every constraint between fields; throws msa::Error naming the field.
-void validate(const Config& c);
+MSA_API void validate(const Config& c);
 
 // Built-in presets: "tiny" (a few MB, CI-sized) and "m3-attn" (M3's attention shape).
 // Throws msa::Error for another name.
-Config preset_config(std::string_view name);
+MSA_API Config preset_config(std::string_view name);
 // True when `name` names a preset.
-bool is_preset(std::string_view name);
+MSA_API bool is_preset(std::string_view name);
 
 }  // namespace msa::model

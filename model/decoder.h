@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "hal/export.h"
 #include "hal/host_tensor.h"
 #include "model/config.h"
 #include "model/device_weights.h"
@@ -58,7 +59,7 @@ struct StepOutput {
   SelectionStats selection;
 };
 
-class Decoder {
+class MSA_API Decoder {
  public:
   // Everything given must outlive the decoder and live on one device.
   Decoder(const Config& config, const DeviceWeights& weights, KvCache& cache, Workspace& ws, OpRunner& run,

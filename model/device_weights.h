@@ -5,11 +5,12 @@
 #include <string>
 
 #include "hal/device.h"
+#include "hal/export.h"
 #include "model/weights.h"
 
 namespace msa::model {
 
-class DeviceWeights {
+class MSA_API DeviceWeights {
  public:
   // Uploads every tensor of `w` to `device` as `dtype` (f32, f16 or bf16).
   DeviceWeights(hal::Device& device, const Weights& w, hal::DType dtype);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hal/device.h"
+#include "hal/export.h"
 #include "model/decoder.h"
 #include "model/device_weights.h"
 #include "model/kv_cache.h"
@@ -23,7 +24,7 @@ namespace msa::model {
 
 // A model's weights on one device, with the scratch space, profiler and op runner that
 // every session on it shares.
-class Model {
+class MSA_API Model {
  public:
   // Uploads `w` to `device` in `dtype` (default: the config's torch_dtype). With
   // `profile`, every op is timed (see Profiler). With `comm`, `w` is this rank's shard
@@ -69,7 +70,7 @@ struct StepResult {
   SelectionStats selection;
 };
 
-class Session {
+class MSA_API Session {
  public:
   // `prompts`: one non-empty token list per sequence. `vis`: (optional) the vision rows
   // [R][hidden] for the image placeholder tokens of all prompts, in order (R must equal
@@ -101,7 +102,7 @@ class Session {
 
 // Encodes `in` once and returns its rows `copies` times over ([copies * tokens][hidden]):
 // the `vis` of a session whose `copies` prompts each hold the video's placeholders.
-hal::Device::Owned encode_video_rows(Model& model, const VisionInput& in, int copies);
+MSA_API hal::Device::Owned encode_video_rows(Model& model, const VisionInput& in, int copies);
 
 // Greedy generation: prefill, then n - 1 decode steps (n tokens per sequence).
 struct GenerateResult {
@@ -110,13 +111,13 @@ struct GenerateResult {
   SelectionStats prefill_selection, decode_selection;
   double prefill_ms = 0.0, decode_ms = 0.0;  // wall time (steady clock)
 };
-GenerateResult generate(Session& s, int n);
+MSA_API GenerateResult generate(Session& s, int n);
 
 // The prompt of a multimodal request: the vision placeholders first (`n_vision` copies
 // of image_token_id), then the text tokens.
-std::vector<int32_t> build_prompt(const Config& c, std::span<const int32_t> text, int64_t n_vision);
+MSA_API std::vector<int32_t> build_prompt(const Config& c, std::span<const int32_t> text, int64_t n_vision);
 
 // `n` seeded random text token ids (never the image placeholder).
-std::vector<int32_t> random_tokens(const Config& c, int64_t n, uint64_t seed);
+MSA_API std::vector<int32_t> random_tokens(const Config& c, int64_t n, uint64_t seed);
 
 }  // namespace msa::model

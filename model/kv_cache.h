@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hal/device.h"
+#include "hal/export.h"
 #include "hal/host_tensor.h"
 #include "model/config.h"
 
@@ -24,7 +25,7 @@ struct LayerCache {
   hal::Tensor ki_scale;          // [P][Bs] f32 (fp8 keys) or [P][Bs][Di/16] e4m3 (NVFP4)
 };
 
-class KvCache {
+class MSA_API KvCache {
  public:
   // A pool of `num_pages` pages per layer on `device`. With `poison`, every slot starts
   // as NaN bytes (0xFF), so reading a slot never written shows up in the results.

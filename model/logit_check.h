@@ -13,11 +13,12 @@
 #include <iosfwd>
 
 #include "hal/dtype.h"
+#include "hal/export.h"
 #include "model/generate.h"
 
 namespace msa::model {
 
-class LogitCheck {
+class MSA_API LogitCheck {
  public:
   explicit LogitCheck(hal::DType dtype);
   // Adds one step; `got` and `ref` come from sessions with keep_logits and collect_selection.

@@ -4,6 +4,7 @@
 #pragma once
 #include "dist/communicator.h"
 #include "hal/device.h"
+#include "hal/export.h"
 #include "hal/host_tensor.h"
 #include "model/profiler.h"
 #include "ops/args.h"
@@ -12,7 +13,7 @@ namespace msa::model {
 
 using hal::Tensor;
 
-class OpRunner {
+class MSA_API OpRunner {
  public:
   // `comm` (optional): this rank's communicator when the model runs head-parallel.
   OpRunner(hal::Device& device, Profiler& profiler, dist::Communicator* comm = nullptr)

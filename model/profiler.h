@@ -10,10 +10,11 @@
 #include <vector>
 
 #include "hal/device.h"
+#include "hal/export.h"
 
 namespace msa::model {
 
-class Profiler {
+class MSA_API Profiler {
  public:
   Profiler(hal::Device& device, bool enabled) : device_(device), enabled_(enabled) {}
   bool enabled() const { return enabled_; }

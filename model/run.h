@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "hal/export.h"
+
 namespace msa::model {
 
 struct RunOptions {
@@ -30,9 +32,9 @@ struct RunOptions {
 };
 
 // Runs the model; returns 0, or 1 when --check found a mismatch.
-int run_main(const RunOptions& o, std::ostream& out);
+MSA_API int run_main(const RunOptions& o, std::ostream& out);
 
 // Writes `dir`/config.json + model.safetensors with the preset's seeded weights.
-int init_weights_main(const std::string& dir, const std::string& preset, uint64_t seed, std::ostream& out);
+MSA_API int init_weights_main(const std::string& dir, const std::string& preset, uint64_t seed, std::ostream& out);
 
 }  // namespace msa::model

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/export.h"
 #include "hal/host_tensor.h"
 #include "model/config.h"
 
@@ -18,17 +19,17 @@ struct Video {
 };
 
 // A deterministic moving pattern with seeded noise (frames >= 1, sizes >= 1).
-Video synthetic_video(int frames, int height, int width, uint64_t seed);
+MSA_API Video synthetic_video(int frames, int height, int width, uint64_t seed);
 
 // Largest video (RGB bytes, all frames) msa reads or makes: 256 MiB, hundreds of frames.
 constexpr uint64_t kMaxVideoBytes = uint64_t{256} << 20;
 // Throws msa::Error naming `arg` when a video of this size is past kMaxVideoBytes.
-void check_video_size(int64_t frames, int64_t height, int64_t width, const std::string& arg);
+MSA_API void check_video_size(int64_t frames, int64_t height, int64_t width, const std::string& arg);
 // Reads binary PPM (P6, maxval 255) frames of equal size; an image is one frame.
 // Throws msa::Error naming the file on a malformed or mismatched file.
-Video load_ppm_frames(const std::vector<std::string>& paths);
+MSA_API Video load_ppm_frames(const std::vector<std::string>& paths);
 // Writes one frame as binary PPM (P6).
-void save_ppm_frame(const Video& v, int frame, const std::string& path);
+MSA_API void save_ppm_frame(const Video& v, int frame, const std::string& path);
 
 // One video cut into patches.
 struct VisionInput {
@@ -44,9 +45,9 @@ struct VisionInput {
 // (spatial_merge x spatial_merge neighbours consecutive); a patch's pixels are ordered
 // (channel, frame, row, col) like the Conv3d weight. Throws msa::Error when the video
 // is smaller than one merge block.
-VisionInput patchify(const Video& v, const VisionConfig& c);
+MSA_API VisionInput patchify(const Video& v, const VisionConfig& c);
 
 // Text tokens the vision encoder makes from `in`: N / spatial_merge^2.
-int64_t vision_token_count(const VisionInput& in, const VisionConfig& c);
+MSA_API int64_t vision_token_count(const VisionInput& in, const VisionConfig& c);
 
 }  // namespace msa::model

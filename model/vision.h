@@ -5,6 +5,7 @@
 // patches concatenated, then Linear-GELU-Linear to the text hidden size).
 #pragma once
 #include "hal/device.h"
+#include "hal/export.h"
 #include "model/config.h"
 #include "model/device_weights.h"
 #include "model/op_runner.h"
@@ -13,7 +14,7 @@
 
 namespace msa::model {
 
-class VisionEncoder {
+class MSA_API VisionEncoder {
  public:
   // `weights`, `ws` and `run` must outlive the encoder; all on one device.
   VisionEncoder(const Config& config, const DeviceWeights& weights, Workspace& ws, OpRunner& run);

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/export.h"
 #include "hal/host_tensor.h"
 #include "model/config.h"
 
@@ -40,9 +41,9 @@ struct TensorSpec {
 };
 
 // Every tensor a model of this configuration has, in a fixed order.
-std::vector<TensorSpec> weight_specs(const Config& c);
+MSA_API std::vector<TensorSpec> weight_specs(const Config& c);
 
-struct Weights {
+struct MSA_API Weights {
   Config config;
   std::map<std::string, hal::HostTensor> tensors;
 
@@ -55,23 +56,23 @@ struct Weights {
 // Checks `tensors` against weight_specs(c): a missing, extra or mis-shaped tensor, or one
 // whose dtype is not bf16/f16/f32, throws msa::Error naming the tensor. Reshapes a 5-D
 // Conv3d patch-embedding weight to its 2-D matmul form in place.
-void check_weights(const Config& c, std::map<std::string, hal::HostTensor>& tensors);
+MSA_API void check_weights(const Config& c, std::map<std::string, hal::HostTensor>& tensors);
 
 // Loads `dir`/config.json and every `dir`/*.safetensors (a tensor in two files is an
 // error), then check_weights. A folder replaced by save_weights during the load is read
 // again: the result is one model's files.
-Weights load_weights(const std::string& dir);
+MSA_API Weights load_weights(const std::string& dir);
 
 // Seeded random weights of the right shapes, in c.torch_dtype: matrices with variance
 // 1/fan_in, gemma norm weights near 0, LayerNorm weights near 1. Same seed, same bits.
-Weights init_weights(const Config& c, uint64_t seed);
+MSA_API Weights init_weights(const Config& c, uint64_t seed);
 
 // Writes `dir`/config.json and `dir`/model.safetensors, replacing `dir` whole (a reader
 // sees the old model or the new one; a failed write leaves the old one). `dir` may be new
 // or hold only config.json and *.safetensors files; anything else is an error.
-void save_weights(const Weights& w, const std::string& dir);
+MSA_API void save_weights(const Weights& w, const std::string& dir);
 
 // "tiny" / "m3-attn" (seeded random weights) or a directory to load.
-Weights load_model(const std::string& model, uint64_t seed = 0);
+MSA_API Weights load_model(const std::string& model, uint64_t seed = 0);
 
 }  // namespace msa::model

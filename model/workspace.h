@@ -8,10 +8,11 @@
 #include <string>
 
 #include "hal/device.h"
+#include "hal/export.h"
 
 namespace msa::model {
 
-class Workspace {
+class MSA_API Workspace {
  public:
   explicit Workspace(hal::Device& device) : device_(device) {}
   // A contiguous tensor of this dtype and shape in slot `slot` (contents undefined).

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 
+#include "hal/export.h"
 #include "hal/tensor.h"
 
 namespace msa::ops {
@@ -21,8 +22,8 @@ enum class Pool : int { max, lse };
 // plain: x * rsqrt(mean(x^2)+eps) * w; gemma (M3): ... * (1 + w).
 enum class NormKind : int { plain, gemma };
 
-const char* mode_name(SelectionMode m);
-const char* pool_name(Pool p);
+MSA_API const char* mode_name(SelectionMode m);
+MSA_API const char* pool_name(Pool p);
 
 struct IndexerScoreArgs {
   Tensor qi;           // [T][Hi][Di] f32|bf16|f16
@@ -129,7 +130,7 @@ struct PatchAttention3dBackwardArgs {
 
 // Token sets of indexer_kl: the selected blocks (sparse) or every causal token (dense).
 enum class KlStage : int { sparse, dense };
-const char* stage_name(KlStage s);
+MSA_API const char* stage_name(KlStage s);
 
 // KL(target || student) per query and selection head, with the gradients of
 // sum dkl * kl to the indexer's queries and keys (the target is detached).

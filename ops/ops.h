@@ -9,41 +9,42 @@
 #include <span>
 
 #include "hal/device.h"
+#include "hal/export.h"
 #include "ops/args.h"
 
 namespace msa::ops {
 
 // NQ: the number of query blocks of a varlen batch (see the contract, "Query blocks").
 // cu_q has B+1 entries, kv_len B. Throws msa::Error on inconsistent lengths or bad Qb.
-int64_t count_query_blocks(std::span<const int32_t> cu_q, std::span<const int32_t> kv_len, int Qb);
+MSA_API int64_t count_query_blocks(std::span<const int32_t> cu_q, std::span<const int32_t> kv_len, int Qb);
 
-void indexer_score(hal::Device& device, const IndexerScoreArgs& args);
-void block_topk(hal::Device& device, const BlockTopkArgs& args);
+MSA_API void indexer_score(hal::Device& device, const IndexerScoreArgs& args);
+MSA_API void block_topk(hal::Device& device, const BlockTopkArgs& args);
 // indexer_score, then block_topk over the scores it writes: one call, so a backend may
 // fuse the select into the indexer (the CUDA decode path does). Outputs are exactly those
 // of the two ops run in order. `topk` must name the indexer's block_score and the same
 // kv_len, cu_q, Qb and NQ, with Bs the indexer keys' block size.
-void indexer_topk(hal::Device& device, const IndexerScoreArgs& idx, const BlockTopkArgs& topk);
-void sparse_block_attention(hal::Device& device, const SparseAttentionArgs& args);
-void dense_attention(hal::Device& device, const DenseAttentionArgs& args);
-void patch_attention_3d(hal::Device& device, const PatchAttention3dArgs& args);
-void kv_append(hal::Device& device, const KvAppendArgs& args);
-void matmul(hal::Device& device, const MatmulArgs& args);
-void rms_norm(hal::Device& device, const RmsNormArgs& args);
-void layer_norm(hal::Device& device, const LayerNormArgs& args);
-void rope(hal::Device& device, const RopeArgs& args);
-void rope_3d(hal::Device& device, const Rope3dArgs& args);
-void swiglu(hal::Device& device, const SwigluArgs& args);
-void gelu(hal::Device& device, const GeluArgs& args);
-void add(hal::Device& device, const AddArgs& args);
-void embedding(hal::Device& device, const EmbeddingArgs& args);
-void scatter_visual(hal::Device& device, const ScatterVisualArgs& args);
-void argmax(hal::Device& device, const ArgmaxArgs& args);
+MSA_API void indexer_topk(hal::Device& device, const IndexerScoreArgs& idx, const BlockTopkArgs& topk);
+MSA_API void sparse_block_attention(hal::Device& device, const SparseAttentionArgs& args);
+MSA_API void dense_attention(hal::Device& device, const DenseAttentionArgs& args);
+MSA_API void patch_attention_3d(hal::Device& device, const PatchAttention3dArgs& args);
+MSA_API void kv_append(hal::Device& device, const KvAppendArgs& args);
+MSA_API void matmul(hal::Device& device, const MatmulArgs& args);
+MSA_API void rms_norm(hal::Device& device, const RmsNormArgs& args);
+MSA_API void layer_norm(hal::Device& device, const LayerNormArgs& args);
+MSA_API void rope(hal::Device& device, const RopeArgs& args);
+MSA_API void rope_3d(hal::Device& device, const Rope3dArgs& args);
+MSA_API void swiglu(hal::Device& device, const SwigluArgs& args);
+MSA_API void gelu(hal::Device& device, const GeluArgs& args);
+MSA_API void add(hal::Device& device, const AddArgs& args);
+MSA_API void embedding(hal::Device& device, const EmbeddingArgs& args);
+MSA_API void scatter_visual(hal::Device& device, const ScatterVisualArgs& args);
+MSA_API void argmax(hal::Device& device, const ArgmaxArgs& args);
 
 // Training ops (docs/training.md).
-void sparse_block_attention_backward(hal::Device& device, const SparseAttentionBackwardArgs& args);
-void dense_attention_backward(hal::Device& device, const DenseAttentionBackwardArgs& args);
-void patch_attention_3d_backward(hal::Device& device, const PatchAttention3dBackwardArgs& args);
-void indexer_kl(hal::Device& device, const IndexerKlArgs& args);
+MSA_API void sparse_block_attention_backward(hal::Device& device, const SparseAttentionBackwardArgs& args);
+MSA_API void dense_attention_backward(hal::Device& device, const DenseAttentionBackwardArgs& args);
+MSA_API void patch_attention_3d_backward(hal::Device& device, const PatchAttention3dBackwardArgs& args);
+MSA_API void indexer_kl(hal::Device& device, const IndexerKlArgs& args);
 
 }  // namespace msa::ops
