@@ -1,5 +1,6 @@
 // The one list of backends, in `auto` preference order: CUDA, HIP, Vulkan, CPU SIMD,
-// then the reference. Each compiled-in backend is named explicitly under its #if.
+// then the reference. Each backend of the build is named explicitly under its #if; CUDA
+// and HIP are modules (backends/module_loader.h), loaded when first probed or opened.
 #include "hal/registry.h"
 
 #include <algorithm>
@@ -7,13 +8,8 @@
 #include <functional>
 
 #include "backends/cpu_ref/backend.h"
+#include "backends/module_loader.h"
 #include "hal/error.h"
-#if MSA_HAVE_CUDA
-#include "backends/cuda/backend.h"
-#endif
-#if MSA_HAVE_HIP
-#include "backends/hip/backend.h"
-#endif
 #if MSA_HAVE_VULKAN
 #include "backends/vulkan/backend.h"
 #endif
@@ -31,15 +27,36 @@ struct Entry {
   std::function<std::unique_ptr<Device>(int)> open;
 };
 
+#if MSA_HAVE_CUDA || MSA_HAVE_HIP
+// A module's backend: a module that cannot be loaded reports why as its status.
+Entry module_entry(const char* name) {
+  auto probe = [name] {
+    const ModuleLoad& m = backend_module(name);
+    if (m.module != nullptr) return m.module->probe();
+    BackendStatus s;
+    s.name = name;
+    s.compiled = true;
+    s.unavailable_reason = m.error;
+    return s;
+  };
+  auto open = [name](int index) {
+    const ModuleLoad& m = backend_module(name);
+    if (m.module == nullptr) throw Error(std::string(name) + ": " + m.error);
+    return m.module->open_device(index);
+  };
+  return {name, nullptr, probe, open};
+}
+#endif
+
 std::vector<Entry> entries() {
   std::vector<Entry> e;
 #if MSA_HAVE_CUDA
-  e.push_back({"cuda", nullptr, &cuda::probe, &cuda::open_device});
+  e.push_back(module_entry("cuda"));
 #else
   e.push_back({"cuda", "not compiled in (configure with MSA_CUDA=ON and nvcc)", {}, {}});
 #endif
 #if MSA_HAVE_HIP
-  e.push_back({"hip", nullptr, &hip::probe, &hip::open_device});
+  e.push_back(module_entry("hip"));
 #else
   e.push_back({"hip", "not compiled in (configure with MSA_HIP=ON and hipcc)", {}, {}});
 #endif

@@ -1,4 +1,4 @@
-# Installs libmsa, its public headers and an msa-config.cmake so another project can
+# Installs libmsa, its backend modules, its public headers and an msa-config.cmake so another project can
 # find_package(msa) and link msa::msa; exports the build tree's msa::msa the same way, so
 # find_package(msa) also works with msa_DIR (or CMAKE_PREFIX_PATH) set to this build folder.
 include(GNUInstallDirs)
@@ -28,7 +28,11 @@ foreach(h ${MSA_PUBLIC_HEADERS})
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/include/msa/msa.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/msa)
 
-install(TARGETS msa EXPORT msaTargets
+# The backend modules go beside libmsa (lib/), where it looks for them; exported as
+# msa::backend_cuda and msa::backend_hip (IMPORTED MODULE targets), for a project that
+# bundles libmsa and has to copy them along.
+get_property(_msa_modules GLOBAL PROPERTY MSA_BACKEND_MODULES)
+install(TARGETS msa ${_msa_modules} EXPORT msaTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

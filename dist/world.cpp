@@ -9,12 +9,10 @@
 #include <system_error>
 #include <thread>
 
+#include "backends/module_loader.h"
 #include "dist/host_group.h"
 #include "hal/error.h"
 #include "hal/registry.h"
-#ifdef MSA_HAVE_NCCL
-#include "dist/nccl.h"
-#endif
 
 namespace msa::dist {
 
@@ -57,13 +55,13 @@ World::World(const std::string& backend_in, int world) : backend_(lower(backend_
                   std::to_string(world) + " ranks need " + std::to_string(world) + " CUDA devices, found " +
                       std::to_string(st.devices.size()));
     for (int r = 0; r < world; ++r) devices_.push_back(hal::create_device("cuda:" + std::to_string(r)));
-#ifdef MSA_HAVE_NCCL
+    // The devices opened, so the module is loaded; its NCCL communicators, if built with NCCL.
+    const hal::ModuleLoad& m = hal::backend_module("cuda");
+    if (m.module == nullptr || m.module->make_communicators == nullptr)
+      throw Error("dist: argument '--backend': this build has no NCCL; multi-rank CUDA needs it");
     std::vector<hal::Device*> d;
     for (auto& p : devices_) d.push_back(p.get());
-    comms_ = make_nccl_communicators(d);
-#else
-    throw Error("dist: argument '--backend': this build has no NCCL; multi-rank CUDA needs it");
-#endif
+    comms_ = m.module->make_communicators(d);
   } else if (backend_ == "cpu" || backend_ == "cpu-ref") {
     for (int r = 0; r < world; ++r) devices_.push_back(hal::create_device(backend_));
     std::vector<hal::Device*> d;
