@@ -30,4 +30,9 @@ void Device::use_native_stream(void* native) {
   if (native != nullptr) throw Error(name() + ": use_native_stream: this backend has no native streams");
 }
 
+void Device::set_tuning(std::string_view knob, std::string_view value) {
+  (void)value;
+  throw ArgError(name() + ": argument 'tuning': no knob '" + std::string(knob) + "' (this device has none)");
+}
+
 }  // namespace msa::hal

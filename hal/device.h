@@ -11,6 +11,7 @@
 #include "hal/export.h"
 #include "hal/kernel_table.h"
 #include "hal/stream.h"
+#include "hal/tuning.h"
 
 namespace msa::hal {
 
@@ -60,6 +61,14 @@ class MSA_API Device {
   // backends that keep no scratch on the device.
   using WorkspaceProvider = std::function<void*(size_t bytes)>;
   virtual void set_workspace_provider(WorkspaceProvider provider) { (void)provider; }
+
+  // The kernel-choice knobs of this device (hal/tuning.h) and their current values; empty
+  // on backends with a single kernel per op.
+  virtual std::vector<TuningEntry> tuning() const { return {}; }
+  // Sets one knob (a number, on/off, or a value name such as "portable") for the ops
+  // enqueued from now on, on every stream of this device. ArgError naming the knob when
+  // this device has no such knob or the value is out of its range.
+  virtual void set_tuning(std::string_view name, std::string_view value);
 
   // "" when `op` runs with `args` (the op's Args struct) here, else the reason.
   std::string supports(OpId op, const void* args) const;

@@ -5,6 +5,22 @@
 #include "tools/commands.h"
 
 namespace msa::cli {
+namespace {
+
+// The device's kernel-choice knobs: switches (with their variable) first, then test hooks.
+void print_tuning(const hal::Device& dev) {
+  const auto knobs = dev.tuning();
+  if (knobs.empty()) return;
+  std::printf("tuning of %s (docs/tuning.md):\n", dev.name().c_str());
+  for (int hooks = 0; hooks < 2; ++hooks)
+    for (const auto& k : knobs) {
+      if (k.env.empty() != (hooks == 1)) continue;
+      std::printf("  %-16s %-9s%s %-24s %s\n", k.name.c_str(), k.shown.c_str(), k.value == k.dflt ? " " : "*",
+                  hooks ? "(test hook)" : k.env.c_str(), k.help.c_str());
+    }
+}
+
+}  // namespace
 
 Command add_devices(CLI::App& app) {
   auto* sub = app.add_subcommand("devices", "List backends, their devices, and why a backend is unavailable");
@@ -24,6 +40,7 @@ Command add_devices(CLI::App& app) {
             }
             auto dev = hal::create_device(*backend);
             std::printf("\n--backend %s opens %s\n", backend->c_str(), dev->name().c_str());
+            print_tuning(*dev);
             return 0;
           }};
 }

@@ -34,6 +34,7 @@ struct LayerOptions {
   bool queued = false;
   bool backward = false;
   std::string selection = "random";
+  std::string tuning;  // --tuning knob=value,...
   // Which of the options were given (CLI11 counts), for the rules of --backward.
   bool batch_given = false, q_len_given = false, selection_given = false, gpus_given = false;
 };
@@ -163,7 +164,7 @@ int run_backward(const LayerOptions& o, LayerConfig cfg) {
   check_layer_memory(host, cfg);
   LayerBackwardOptions b;
   b.backend = o.backend, b.context = o.context, b.iters = o.iters, b.check = o.check, b.queued = o.queued;
-  b.selection = o.selection, b.json = o.json;
+  b.selection = o.selection, b.json = o.json, b.tuning = o.tuning;
   return run_layer_backward(b, cfg);
 }
 
@@ -181,6 +182,7 @@ int run_layer(const LayerOptions& o) {
     return report_dist(o, prob);
   }
   auto device = hal::create_device(o.backend);
+  apply_tuning(*device, o.tuning);
   LayerProblem prob(cfg, o.batch, o.context, o.q_len, /*seed=*/1234);
   std::printf("msa layer on %s: B=%d context=%lld q_len=%d  Hq=%d Hkv=%d D=%d Hi=%d Di=%d Bs=%d k=%d Qb=%d %s ki=%s\n",
               device->name().c_str(), o.batch, static_cast<long long>(o.context), o.q_len, cfg.Hq, cfg.Hkv, cfg.D,
@@ -236,6 +238,7 @@ Command add_layer(CLI::App& app) {
   sub->add_option("--json", o->json, "Also write the times to this JSON file");
   sub->add_flag("--queued", o->queued,
                 "Time each op group queued behind device work (device time, as a replayed graph of the step sees it)");
+  add_tuning_option(sub, o->tuning);
   sub->add_option("--parallel", o->parallel, "With --gpus: heads or context")->capture_default_str();
   sub->add_flag("--backward", o->backward,
                 "Time the layer's forward and backward for training (one sequence from empty, q_len = context) "

@@ -12,6 +12,7 @@
 #include "hal/error.h"
 #include "hal/host_device.h"
 #include "hal/registry.h"
+#include "tools/commands.h"
 #include "tools/layer_train.h"
 
 namespace msa::cli {
@@ -143,6 +144,7 @@ int run_layer_backward(const LayerBackwardOptions& o, const LayerConfig& c) {
     throw Error("argument '--config ki_dtype': --backward needs bf16 or f32 indexer keys (indexer_kl reads them)");
   const cases::SyntheticSelection kind = cases::parse_synthetic_selection(o.selection, "--selection");
   auto device = hal::create_device(o.backend);
+  apply_tuning(*device, o.tuning);
   const int L = static_cast<int>(o.context);
   const cases::Batch batch({L}, {L}, c.Qb);
   const int Hs = c.mode == ops::SelectionMode::shared ? 1 : c.Hkv;

@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+namespace msa::hal {
+class Device;
+}
+
 namespace msa::cli {
 
 struct Command {
@@ -16,6 +20,10 @@ struct Command {
 
 // --backend with $MSA_BACKEND as the default, else "auto".
 void add_backend_option(CLI::App* sub, std::string& backend);
+// --tuning name=value[,name=value...]: the device's kernel-choice knobs (msa devices lists them).
+void add_tuning_option(CLI::App* sub, std::string& tuning);
+// Sets each knob of `spec` on `device`; ArgError naming '--tuning' on a malformed pair.
+void apply_tuning(hal::Device& device, const std::string& spec);
 
 Command add_devices(CLI::App& app);
 Command add_op(CLI::App& app);

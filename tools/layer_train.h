@@ -73,6 +73,7 @@ struct LayerBackwardOptions {
   bool check = false, queued = false;
   std::string selection = "random";  // cases::SyntheticSelection
   std::string json;
+  std::string tuning;  // --tuning knob=value,...
 };
 int run_layer_backward(const LayerBackwardOptions& o, const LayerConfig& cfg);
 

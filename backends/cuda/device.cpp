@@ -38,13 +38,12 @@ DeviceProps read_props(int index) {
   r.smem_optin = p.sharedMemPerBlockOptin;
   r.l2_bytes = static_cast<size_t>(p.l2CacheSize);
   r.memory_bytes = p.totalGlobalMem;
-  const char* tier = std::getenv("MSA_CUDA_TIER");
-  r.native_tier = !(tier != nullptr && std::string(tier) == "portable");
   return r;
 }
 
 Device::Device(int index) : name_(std::string(MSA_VENDOR_NAME) + ":" + std::to_string(index)) {
   props_ = read_props(index);
+  tuning_ = hal::tuning_from_env(tuning_knobs());
   MSA_CUDA_CHECK(cudaSetDevice(index));
   int pools = 0;
   MSA_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, index));
@@ -59,6 +58,7 @@ Device::Device(int index) : name_(std::string(MSA_VENDOR_NAME) + ":" + std::to_s
   MSA_CUDA_CHECK(cudaMemset(flag_pool_, 0, flag_bytes));
   MSA_CUDA_CHECK(cudaDeviceSynchronize());
   stream_ = std::make_unique<Stream>(name_, props_, nullptr, flag_pool_, host_flag_pool_);
+  stream_->use_tuning(tuning_);
   active_ = stream_.get();
   table_ = make_kernel_table();
 }
@@ -89,6 +89,7 @@ void Device::use_native_stream(void* native) {
   if (it == wrapped_.end()) {
     auto s = std::make_unique<Stream>(name_, props_, key, flag_pool_, host_flag_pool_);
     if (provider_) s->set_workspace_provider(provider_);
+    s->use_tuning(tuning_);
     it = wrapped_.emplace(key, std::move(s)).first;
   }
   active_ = it->second.get();
@@ -106,8 +107,14 @@ hal::DeviceInfo Device::info() const {
   i.memory_bytes = props_.memory_bytes;
   i.compute_units = props_.sm_count;
   i.details = "sm_" + std::to_string(props_.cc_major) + std::to_string(props_.cc_minor) + ", L2 " +
-              mib(props_.l2_bytes) + ", tier " + (props_.native_tier ? "native" : "portable");
+              mib(props_.l2_bytes) + ", tier " + (tuning_.native() ? "native" : "portable");
   return i;
+}
+
+std::vector<hal::TuningEntry> Device::tuning() const { return hal::list_tuning(tuning_, tuning_knobs()); }
+
+void Device::set_tuning(std::string_view name, std::string_view value) {
+  hal::set_tuning_knob(tuning_, tuning_knobs(), name_, name, value);
 }
 
 hal::BufferPtr Device::alloc(size_t bytes) {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/cuda/stream.h"
 #include "hal/device.h"
@@ -32,10 +33,13 @@ class Device final : public hal::Device {
   Stream& gpu() { return *active_; }
   // The stream the device created (buffers are allocated and freed in its order).
   Stream& own_stream() { return *stream_; }
+  std::vector<hal::TuningEntry> tuning() const override;
+  void set_tuning(std::string_view name, std::string_view value) override;
 
  private:
   std::string name_;
   DeviceProps props_;
+  Tuning tuning_;  // shared by every stream of the device
   int* flag_pool_ = nullptr;       // device int[2 * Stream::kFlagSlots], zeroed at open
   int* host_flag_pool_ = nullptr;  // pinned, same size
   std::unique_ptr<Stream> stream_;
@@ -45,7 +49,7 @@ class Device final : public hal::Device {
   hal::KernelTable table_;
 };
 
-// Reads the properties of device `index` (tier from MSA_CUDA_TIER).
+// Reads the properties of device `index`.
 DeviceProps read_props(int index);
 // The kernel table (table.cpp).
 hal::KernelTable make_kernel_table();

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/cuda/tuning.h"
 #include "backends/cuda/vendor.h"
 #include "hal/event.h"
 #include "hal/stream.h"
@@ -23,7 +24,6 @@ struct DeviceProps {
   size_t smem_optin = 48 * 1024;  // max dynamic shared memory per block after opt-in
   size_t l2_bytes = 0;
   size_t memory_bytes = 0;
-  bool native_tier = false;  // tuned CUDA-only kernels allowed (MSA_CUDA_TIER != portable)
 };
 
 class Event final : public hal::Event {
@@ -69,6 +69,10 @@ class Stream final : public hal::Stream {
   // int[2] in device memory: see error_flags.h.
   int* error_flag() const { return flag_; }
   const DeviceProps& props() const { return props_; }
+  // The kernel-choice settings of this stream's device (tuning.h).
+  const Tuning& tuning() const { return *tuning_; }
+  // `t` outlives the stream (the device's own settings).
+  void use_tuning(const Tuning& t) { tuning_ = &t; }
   const std::string& device_name() const { return name_; }
   // Scratch of at least `bytes`, valid for work enqueued until the next call (every op
   // runs in stream order, so one op's scratch is free once the next op asks). Grows
@@ -88,6 +92,7 @@ class Stream final : public hal::Stream {
  private:
   std::string name_;
   DeviceProps props_;
+  const Tuning* tuning_ = &default_tuning();
   void* provided_workspace(size_t bytes);
 
   cudaStream_t stream_ = nullptr;

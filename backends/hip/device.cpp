@@ -93,7 +93,6 @@ HipDevice::HipDevice(int index) : name_("hip:" + std::to_string(index)) {
   props_.smem_optin = p.sharedMemPerBlock;  // HIP has no opt-in beyond the LDS per block
   props_.l2_bytes = static_cast<size_t>(p.l2CacheSize);
   props_.memory_bytes = p.totalGlobalMem;
-  props_.native_tier = false;  // only the portable tier exists for HIP
 
   MSA_CUDA_CHECK(hipSetDevice(index));
   int pools = 0;
@@ -106,7 +105,9 @@ HipDevice::HipDevice(int index) : name_("hip:" + std::to_string(index)) {
   MSA_CUDA_CHECK(hipDeviceGetDefaultMemPool(&pool, index));
   uint64_t keep = UINT64_MAX;  // cache freed memory instead of returning it to the driver
   MSA_CUDA_CHECK(hipMemPoolSetAttribute(pool, hipMemPoolAttrReleaseThreshold, &keep));
+  tuning_ = hal::tuning_from_env(tuning_knobs());
   stream_ = std::make_unique<Stream>(name_, props_);
+  stream_->use_tuning(tuning_);
 
   // The wavefront is taken from the device and checked against the code object.
   const WaveReport w = run_wave_check(stream_->native());

@@ -6,6 +6,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/stream.h"
 #include "hal/device.h"
@@ -32,12 +33,17 @@ class HipDevice final : public hal::Device {
   hal::Stream& stream() override { return *stream_; }
   std::unique_ptr<hal::Event> create_event() override;
   const hal::KernelTable& kernels() const override { return table_; }
+  std::vector<hal::TuningEntry> tuning() const override { return hal::list_tuning(tuning_, tuning_knobs()); }
+  void set_tuning(std::string_view name, std::string_view value) override {
+    hal::set_tuning_knob(tuning_, tuning_knobs(), name_, name, value);
+  }
 
   Stream& gpu() { return *stream_; }
 
  private:
   std::string name_;
   DeviceProps props_;
+  Tuning tuning_;  // shared by the device's streams
   HipProps hip_;
   std::unique_ptr<Stream> stream_;
   hal::KernelTable table_;

@@ -21,7 +21,6 @@ class EmuDevice final : public hal::Device {
     props_.sm_count = sm_count;
     props_.smem_optin = 64 * 1024;
     props_.memory_bytes = size_t{1} << 30;
-    props_.native_tier = false;
     stream_ = std::make_unique<Stream>(name_, props_);
     table_ = make_portable_table();
   }

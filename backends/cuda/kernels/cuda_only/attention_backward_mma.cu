@@ -103,7 +103,7 @@ bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
   using namespace bwd;
   const PagedGrad& g = c.p;
   const DeviceProps& pr = st.props();
-  if (!enabled() || !pr.native_tier || pr.cc_major < 8) return false;
+  if (!enabled() || !st.tuning().native() || pr.cc_major < 8) return false;
   if (c.dtype != hal::DType::bf16 && c.dtype != hal::DType::f16) return false;
   if (g.D <= 0 || g.D > 128 || g.D % 16 != 0 || g.G < 1 || g.G > 16 || g.Hkv < 1) return false;
   const auto aligned = [](const void* ptr, uintptr_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; };

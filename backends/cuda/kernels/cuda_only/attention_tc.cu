@@ -8,7 +8,7 @@ namespace msa::cuda {
 namespace {
 
 bool tc_ok(const Stream& st, hal::DType dt) {
-  return st.props().native_tier && st.props().cc_major >= 8 && (dt == hal::DType::bf16 || dt == hal::DType::f16);
+  return st.tuning().native() && st.props().cc_major >= 8 && (dt == hal::DType::bf16 || dt == hal::DType::f16);
 }
 
 // Runs BODY with DT bound to bf16 or f16 and DP to 64 or 128.

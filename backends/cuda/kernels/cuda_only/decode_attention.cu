@@ -477,7 +477,7 @@ int decode_ctas_per_sm() {
 // Applicability common to both ops.
 bool decode_ok(const Stream& st, hal::DType dt, int D, int T, const void* q, const void* kc, const void* vc,
                const void* out) {
-  if (!decode_enabled() || !st.props().native_tier || st.props().cc_major < 8) return false;
+  if (!decode_enabled() || !st.tuning().native() || st.props().cc_major < 8) return false;
   if (dt != hal::DType::bf16 && dt != hal::DType::f16) return false;
   if (D <= 0 || D > 128 || D % 16 != 0 || T <= 0 || T > kDecMaxT) return false;
   const auto a16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };

@@ -219,7 +219,7 @@ void log_launch(int64_t groups, int C, int E, int NS, int occ, bool tma, int fit
 
 bool launch_decode_sparse_cluster(Stream& st, const SparseParams& sp, hal::DType dt) {
   const DeviceProps& pr = st.props();
-  if (!cluster_enabled() || !pr.native_tier || pr.cc_major < 9) return false;
+  if (!cluster_enabled() || !st.tuning().native() || pr.cc_major < 9) return false;
   if (!hopper_code_present(pr.index)) return false;  // a build without sm_90 code (e.g. 80 only)
   if (dt != hal::DType::bf16 && dt != hal::DType::f16) return false;
   if (sp.D != kD || sp.bt.Bs != kBs || sp.G != kGrp || sp.tpc != 1 || sp.k < 1 || sp.k > kMaxE) return false;

@@ -72,7 +72,7 @@ int fa_mt(int kind, int D) {
 
 bool fa_ok(const Stream& st, int kind, hal::DType dt, int D, const void* q, const void* kc, const void* vc,
            const void* out) {
-  if (!fa_enabled(kind) || !st.props().native_tier || st.props().cc_major < 8) return false;
+  if (!fa_enabled(kind) || !st.tuning().native() || st.props().cc_major < 8) return false;
   if (dt != hal::DType::bf16 && dt != hal::DType::f16) return false;
   if (D <= 0 || D > 128 || D % 16 != 0) return false;
   const auto a16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };

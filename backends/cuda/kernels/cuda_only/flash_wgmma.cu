@@ -457,7 +457,7 @@ bool launch_wgmma_dense(Stream& st, const DenseParams& d, hal::DType dt) {
       static_cast<int>(parse_env_int("MSA_CUDA_FLASH_WGMMA", std::getenv("MSA_CUDA_FLASH_WGMMA"), 2, 0, 2));
   static const bool on = mode != 0 && env_int("MSA_CUDA_FLASH", 1) != 0;
   const auto& pr = st.props();
-  if (!on || !pr.native_tier || pr.cc_major != 9 || pr.cc_minor != 0) return false;
+  if (!on || !st.tuning().native() || pr.cc_major != 9 || pr.cc_minor != 0) return false;
   if (!hopper_code_present(pr.index)) return false;  // the build has no sm_90a code
   if (dt != hal::DType::bf16 && dt != hal::DType::f16) return false;
   if (d.D != kWgD || d.G < 1 || d.G > kWgRows || d.bt.Bs % kWgBK != 0) return false;

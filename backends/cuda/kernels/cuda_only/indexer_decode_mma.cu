@@ -520,7 +520,7 @@ bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
   static const bool off = env_int("MSA_CUDA_MMA_INDEXER", 1) == 0;
   // NVFP4 scales are read two bytes at a time: a view at an odd byte goes to the portable kernel.
   const bool scales_ok = kd != hal::DType::fp4_e2m1x2 || reinterpret_cast<uintptr_t>(a.ki_scale.data<char>()) % 2 == 0;
-  if (off || !st.props().native_tier || st.props().cc_major < 8 || !scales_ok || !keys_ok || a.Qb != 1 ||
+  if (off || !st.tuning().native() || st.props().cc_major < 8 || !scales_ok || !keys_ok || a.Qb != 1 ||
       a.qi.dim(0) > 64 || Hi > 8 || (Di != 64 && Di != 128) || Bs % 16 != 0)
     return false;
   p.bt.cu_q = a.cu_q.data<int32_t>();

@@ -103,7 +103,7 @@ bool launch_mma_indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
   using namespace klmma;
   auto& st = gpu_stream(s);
   const DeviceProps& pr = st.props();
-  if (!enabled() || !pr.native_tier || pr.cc_major < 8) return false;
+  if (!enabled() || !st.tuning().native() || pr.cc_major < 8) return false;
   const hal::DType bf = hal::DType::bf16;
   if (a.q.dtype != bf || a.k_cache.dtype != bf || a.qi.dtype != bf || a.ki_cache.dtype != bf) return false;
   const int64_t T = a.q.dim(0), Hq = a.q.dim(1), D = a.q.dim(2);

@@ -522,7 +522,7 @@ void launch(const TcIndexerParams& p, dim3 grid, Stream& st) {
 bool launch_tc_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   auto& st = gpu_stream(s);
   const DeviceProps& pr = st.props();
-  if (!pr.native_tier || pr.cc_major < 8) return false;
+  if (!st.tuning().native() || pr.cc_major < 8) return false;
   const hal::DType qdt = a.qi.dtype, kdt = a.ki_cache.dtype;
   const bool fp8 = kdt == hal::DType::fp8_e4m3;
   if (qdt != hal::DType::bf16 && qdt != hal::DType::f16) return false;

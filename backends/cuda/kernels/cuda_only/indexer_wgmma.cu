@@ -498,7 +498,7 @@ bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   if (rows != 128 && rows != 256) throw Error("environment variable MSA_CUDA_WGMMA_INDEXER_ROWS: must be 128 or 256");
   auto& st = gpu_stream(s);
   const DeviceProps& pr = st.props();
-  if (!pr.native_tier || pr.cc_major != 9) return false;
+  if (!st.tuning().native() || pr.cc_major != 9) return false;
   if (a.qi.dtype != hal::DType::bf16 || a.ki_cache.dtype != hal::DType::bf16 || a.ki_scale.present()) return false;
   const int64_t T = a.qi.dim(0), Hi = a.qi.dim(1), Di = a.qi.dim(2);
   const int64_t B = a.kv_len.dim(0), MB = a.block_table.dim(1), Bs = a.ki_cache.dim(1), P = a.ki_cache.dim(0);

@@ -68,7 +68,7 @@ void matmul(hal::Stream& s, const ops::MatmulArgs& a) {
   if (M == 0 || N == 0) return;
   auto& st = gpu_stream(s);
 #if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
-  if (st.props().native_tier && K > 0 && cublas_matmul(s, a)) return;
+  if (st.tuning().native() && K > 0 && cublas_matmul(s, a)) return;
 #endif
   const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((M + kTile - 1) / kTile));
   MSA_DISPATCH_ACT(a.x.dtype, DT, {
