@@ -5,18 +5,18 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 # The public headers: the op API, the HAL types it takes, the model and multi-device APIs,
-# and what they include. Everything else stays internal and is not installed: the backends,
-# the case library (ops/cases/), the op functions' argument checks, the environment knobs
-# of the backends (hal/env.h), the CPU backends' device shape (hal/host_device.h), file
-# helpers (hal/atomic_file.h, hal/json_bounds.h), NCCL and in-process communicators, and
-# the `msa run` internals. Installed under include/msa/ with their source paths
-# (include/msa/hal/device.h), since they include each other as "hal/...". The consumer test
-# (examples/consumer, MSA_CONSUMER_ALL_HEADERS) compiles every installed header together,
-# so a public header that includes an internal one fails CI.
+# and what they include (hal/device.h includes hal/tuning.h, which includes hal/env.h).
+# Everything else stays internal and is not installed: the backends, the case library
+# (ops/cases/), the op functions' argument checks, the CPU backends' device shape
+# (hal/host_device.h), file helpers (hal/atomic_file.h, hal/json_bounds.h), NCCL and
+# in-process communicators, and the `msa run` internals. Installed under include/msa/ with
+# their source paths (include/msa/hal/device.h), since they include each other as
+# "hal/...". The consumer test (examples/consumer, MSA_CONSUMER_ALL_HEADERS) compiles every
+# installed header together, so a public header that includes an internal one fails CI.
 set(MSA_PUBLIC_HEADERS
   hal/buffer.h hal/device.h hal/dtype.h hal/error.h hal/event.h hal/export.h hal/host_tensor.h
   hal/kernel_table.h hal/nvfp4.h hal/op_id.h hal/registry.h hal/safetensors.h hal/stream.h
-  hal/tensor.h hal/version.h
+  hal/tensor.h hal/tuning.h hal/env.h hal/version.h
   ops/args.h ops/ops.h
   model/config.h model/decoder.h model/device_weights.h model/generate.h model/kv_cache.h
   model/op_runner.h model/profiler.h model/video.h model/vision.h model/weights.h
