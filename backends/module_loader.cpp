@@ -70,8 +70,12 @@ ModuleLoad load_backend_module(const std::string& name, const std::string& dir) 
     r.path = file;
     handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
-      r.error = "module " + file + " not found (" + (dir.empty() ? "" : "not in " + dir + ", ") +
-                "not on the library search path: " + dl_error_text() + ")";
+      const std::string why = dl_error_text();
+      if (why.rfind(file + ":", 0) == 0)  // the file itself is on no search path
+        r.error = "module " + file + " not found (" + (dir.empty() ? "" : "not in " + dir + ", ") +
+                  "not on the library search path: " + why + ")";
+      else  // found there, but it cannot be loaded (a library it needs is missing)
+        r.error = "cannot load " + file + " (from the library search path): " + why;
       return r;
     }
   }

@@ -23,6 +23,10 @@ function(msa_add_backend_module name)
     EXPORT_NAME backend_${name}
     LIBRARY_OUTPUT_DIRECTORY $<TARGET_FILE_DIR:msa>
     INSTALL_RPATH "$ORIGIN")
+  if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    target_link_options(${lib}_module PRIVATE "LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/backend_module.map")
+    set_target_properties(${lib}_module PROPERTIES LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/backend_module.map)
+  endif()
   set_property(GLOBAL APPEND PROPERTY MSA_BACKEND_MODULES ${lib}_module)
 endfunction()
 
