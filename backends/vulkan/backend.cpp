@@ -41,7 +41,7 @@ std::unique_ptr<hal::Device> open_device(int index) { return std::make_unique<Vu
 hal::KernelTable make_kernel_table() {
   using hal::OpId;
   hal::KernelTable t;
-#define MSA_SET_KERNEL(name, Args)         \
+#define MSA_SET_KERNEL(name, Args)     \
   t.set<ops::Args>(OpId::name, &name); \
   t.set_supports<ops::Args>(OpId::name, &supports_##name);
   MSA_FOR_EACH_KERNEL_OP(MSA_SET_KERNEL)
