@@ -65,9 +65,9 @@ void bind_paged(Launch& l, PC& pc, const Args& a, const hal::Tensor& block_idx, 
 }
 
 // The fields every attention kernel's push constants share (off_out, off_lse ...).
-AttentionPC& fields(AttentionPC& p) { return p; }
-AttnGqaPC& fields(AttnGqaPC& p) { return p; }
-AttnGqaPC& fields(AttnGqaBdaPC& p) { return p.p; }
+inline AttentionPC& fields(AttentionPC& p) { return p; }
+inline AttnGqaPC& fields(AttnGqaPC& p) { return p; }
+inline AttnGqaPC& fields(AttnGqaBdaPC& p) { return p.p; }
 
 // Records attention kernel `<prefix>_<dt>` over `groups` workgroups writing out / lse
 // (n_split == 1), or `<prefix>_split_<dt>` over groups * n_split workgroups writing f32
