@@ -39,7 +39,7 @@ namespace msa::hal {
 // the parts (indexer_topk: indexer_score, then block_topk on its scores).
 #define MSA_FOR_EACH_COMPOSITE_OP(X) X(indexer_topk, IndexerTopkArgs)
 
-#define MSA_FOR_EACH_OP(X)   \
+#define MSA_FOR_EACH_OP(X)  \
   MSA_FOR_EACH_KERNEL_OP(X) \
   MSA_FOR_EACH_COMPOSITE_OP(X)
 

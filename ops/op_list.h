@@ -11,10 +11,10 @@ namespace msa::ops {
 
 template <hal::OpId op>
 struct OpTraits;
-#define MSA_OP_TRAITS(name, ArgsT)            \
-  template <>                                 \
-  struct OpTraits<hal::OpId::name> {          \
-    using Args = ArgsT;                       \
+#define MSA_OP_TRAITS(name, ArgsT)   \
+  template <>                        \
+  struct OpTraits<hal::OpId::name> { \
+    using Args = ArgsT;              \
   };
 MSA_FOR_EACH_OP(MSA_OP_TRAITS)
 #undef MSA_OP_TRAITS
@@ -29,7 +29,6 @@ using ArgsOf = typename OpTraits<op>::Args;
 //   MSA_FOR_EACH_KERNEL_OP(MSA_DECLARE_KERNEL)  // every kernel op
 //   MY_BACKEND_OPS(MSA_DECLARE_KERNEL_OF)       // a list of names only: X(matmul) ...
 #define MSA_DECLARE_KERNEL(name, Args) void name(::msa::hal::Stream&, const ::msa::ops::Args&);
-#define MSA_DECLARE_KERNEL_OF(name) \
-  void name(::msa::hal::Stream&, const ::msa::ops::ArgsOf<::msa::hal::OpId::name>&);
+#define MSA_DECLARE_KERNEL_OF(name) void name(::msa::hal::Stream&, const ::msa::ops::ArgsOf<::msa::hal::OpId::name>&);
 // ... and a size predicate ("" = supported, else why not) beside each kernel.
 #define MSA_DECLARE_SUPPORTS(name, Args) std::string supports_##name(const ::msa::ops::Args&);

@@ -68,15 +68,16 @@ std::string topk_rows(const VendorLimits& v, const ops::BlockTopkArgs& a) {
 hal::KernelTable make_portable_table(const VendorLimits& limits) {
   hal::KernelTable t;
   std::array<bool, hal::kOpCount> compiled{};
-#define MSA_SET_KERNEL(name)                                   \
+#define MSA_SET_KERNEL(name)                         \
   t.set<ops::ArgsOf<OpId::name>>(OpId::name, &name); \
   compiled[static_cast<int>(OpId::name)] = true;
   MSA_PORTABLE_OPS(MSA_SET_KERNEL)
 #undef MSA_SET_KERNEL
   for (int i = 0; i < hal::kKernelOpCount; ++i)
     if (!compiled[i])
-      t.set_unsupported(static_cast<OpId>(i), std::string("no portable kernel in this build (backends/cuda/kernels/portable/") +
-                                                  hal::op_name(static_cast<OpId>(i)) + ".cu does not exist yet)");
+      t.set_unsupported(static_cast<OpId>(i),
+                        std::string("no portable kernel in this build (backends/cuda/kernels/portable/") +
+                            hal::op_name(static_cast<OpId>(i)) + ".cu does not exist yet)");
   // Sizes the kernels do not cover (absent ops keep their reason only).
   const auto covered = [&](OpId op) { return compiled[static_cast<int>(op)]; };
   const VendorLimits v = limits;
