@@ -42,7 +42,7 @@
 #                    `git archive HEAD` export, to leave work in progress out)
 #   BUILD=<dir>      build directory (default $PWD/build-gpu); CMAKE_EXTRA: more cmake
 #                    arguments (e.g. -DCMAKE_CUDA_FLAGS=-lineinfo)
-#   EXTRA_ROUTINGS   more "name:ENV=1,ENV2=2" routings for the check phase
+#   EXTRA_ROUTINGS   more "name:knob=1,knob2=2" routings (--tuning) for the check phase
 set -u
 RESULT=${OUT:-/tmp/out}
 LOG_DIR=${LOGS:-/tmp/msa-gpu-logs}
@@ -60,9 +60,10 @@ pack() {
   cp "$LOG_DIR"/sweep/layer_sweep.* "$LOG_DIR"/py/*.json "$LOG_DIR"/py/*.png "$RESULT/" 2>/dev/null
   true
 }
-# "name:A=1,B=2" -> name, and -> "A=1 B=2"
+# "name:A=1,B=2" -> name, and -> "A=1 B=2" (an environment), or "A=1,B=2" (--tuning)
 routing_name() { echo "${1%%:*}"; }
 routing_env() { local e=${1#*:}; echo "${e//,/ }"; }
+routing_tuning() { echo "${1#*:}"; }
 # The executable of a test suite (tests/<name>/ or tests/).
 suite() { local exe=$B/tests/$1/msa_tests_$1; [ -x "$exe" ] || exe=$B/tests/msa_tests_$1; echo "$exe"; }
 passed() { grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$1" | tr '\n' ' '; }
@@ -96,23 +97,20 @@ if has build; then
 fi
 
 if has check; then
-  # Every CUDA routing: the default, the portable tier and each kernel switch flipped
-  # (docs/tuning.md). They run side by side (correctness only; the cpu-ref side of each
-  # uses the host's cores).
-  ROUTINGS=${ROUTINGS:-"native: portable:MSA_CUDA_TIER=portable decode-off:MSA_CUDA_DECODE=0
-    cluster-off:MSA_CUDA_DECODE_CLUSTER=0 mma-indexer-off:MSA_CUDA_MMA_INDEXER=0
-    flash-off:MSA_CUDA_FLASH=0 topk-split-off:MSA_TOPK_SPLIT=0
-    wgmma-indexer-off:MSA_CUDA_WGMMA_INDEXER=0 wgmma-indexer-128:MSA_CUDA_WGMMA_INDEXER_ROWS=128
-    topk-one-block-off:MSA_TOPK_ONE_BLOCK=0 topk-adaptive-off:MSA_TOPK_ADAPTIVE=0
-    flash-wgmma-off:MSA_CUDA_FLASH_WGMMA=0 flash-wgmma-lockstep:MSA_CUDA_FLASH_WGMMA=1
-    cluster-merge-dsmem:MSA_CUDA_DECODE_CLUSTER_MERGE=1 cluster-merge-global:MSA_CUDA_DECODE_CLUSTER_MERGE=2
-    cluster-tma:MSA_CUDA_DECODE_CLUSTER_TMA=1 fused-topk-off:MSA_CUDA_FUSED_TOPK=0"}
+  # Every CUDA routing: the default, the portable tier, each knob value that is not the
+  # default, and the test hooks (docs/tuning.md), as `msa check --tuning`. They run side
+  # by side (correctness only; the cpu-ref side of each uses the host's cores).
+  ROUTINGS=${ROUTINGS:-"native: portable:tier=portable decode-split:decode=1 decode-off:decode=0
+    flash-fa2:flash=1 flash-off:flash=0 flash-sparse-on:flash_sparse=1 flash-sparse-off:flash_sparse=0
+    indexer-mma:indexer=1 indexer-portable:indexer=0 fused-topk-off:fused_topk=0
+    training-mma-off:training_mma=0 topk-row:topk_register=0
+    hooks:flash_splits=2,cluster_merge=1,pdl=0,bwd_item_tokens=3,kl_item_tokens=3"}
   say "msa check --cases full: cuda in every routing, vulkan (plain and through device addresses)"
   pids=()
   for r in $ROUTINGS ${EXTRA_ROUTINGS:-}; do
     name=$(routing_name "$r")
-    # shellcheck disable=SC2046  # the routing's environment is a word list
-    { env $(routing_env "$r") timeout 150 "$MSA" check --backend cuda --cases full > "$LOG_DIR/check_cuda_$name.log" 2>&1
+    { timeout 150 "$MSA" check --backend cuda --cases full --tuning "$(routing_tuning "$r")" \
+        > "$LOG_DIR/check_cuda_$name.log" 2>&1
       echo "rc $?" >> "$LOG_DIR/check_cuda_$name.log"; } & pids+=($!)
   done
   { timeout 150 "$MSA" check --backend vulkan:0 --cases full > "$LOG_DIR/check_vulkan.log" 2>&1

@@ -375,7 +375,7 @@ class MsaLayerCase : public Case {
               return std::string();
             },
             [&dev, ia, ta, l3] {
-              ops::indexer_topk(dev, ia, ta);  // as the model runs it: fused where the backend can
+              ops::indexer_topk(dev, {ia, ta});  // as the model runs it: fused where the backend can
               l3.run();
             }};
   }

@@ -630,8 +630,8 @@ void check_filter(std::string_view filter) {
     const size_t end = std::min(filter.find(',', start), filter.size());
     const std::string_view name = filter.substr(start, end - start);
     hal::OpId op;
-    if (name != "msa_layer" && name != "msa_layer_backward" && name != "indexer_topk" && !hal::parse_op(name, op)) {
-      std::string known = "msa_layer, msa_layer_backward, indexer_topk";
+    if (name != "msa_layer" && name != "msa_layer_backward" && !hal::parse_op(name, op)) {
+      std::string known = "msa_layer, msa_layer_backward";
       for (int i = 0; i < hal::kOpCount; ++i) known += std::string(", ") + hal::op_name(static_cast<hal::OpId>(i));
       throw Error("cases: argument 'op': unknown op '" + std::string(name) + "' (known: " + known + ")");
     }

@@ -127,8 +127,7 @@ class TopkCase : public Case {
 class IndexerTopkCase : public Case {
  public:
   explicit IndexerTopkCase(const AttnParams& p) : p_(p), batch_(p.q_len, p.kv_len, p.Qb) {}
-  hal::OpId op() const override { return hal::OpId::indexer_score; }
-  std::string name() const override { return "indexer_topk"; }
+  hal::OpId op() const override { return hal::OpId::indexer_topk; }
   std::string vars() const override {
     return attn_vars(p_, VarsKind::indexer) + " k=" + std::to_string(p_.k) +
            (p_.special_scores ? " scores=ties(head 0)" : "");
@@ -160,7 +159,7 @@ class IndexerTopkCase : public Case {
                 if (std::string r = dev.supports(op, args); !r.empty()) return r;
               return std::string();
             },
-            [&dev, ia, ta] { ops::indexer_topk(dev, ia, ta); }};
+            [&dev, ia, ta] { ops::indexer_topk(dev, {ia, ta}); }};
   }
   std::string check_outputs(const CaseData& data, const std::vector<hal::HostTensor>& got,
                             hal::Device& ref) const override {

@@ -18,10 +18,10 @@ set(MSA_PUBLIC_HEADERS
   hal/kernel_table.h hal/nvfp4.h hal/op_id.h hal/registry.h hal/safetensors.h hal/stream.h
   hal/tensor.h hal/tuning.h hal/env.h hal/version.h
   ops/args.h ops/ops.h
-  model/config.h model/decoder.h model/device_weights.h model/generate.h model/kv_cache.h
+  model/config.h model/decoder.h model/device_weights.h model/generate.h model/head_parallel.h model/kv_cache.h
   model/op_runner.h model/profiler.h model/video.h model/vision.h model/weights.h
   model/workspace.h
-  dist/communicator.h dist/head_parallel.h dist/world.h)
+  dist/communicator.h dist/world.h)
 foreach(h ${MSA_PUBLIC_HEADERS})
   get_filename_component(_dir ${h} DIRECTORY)
   install(FILES ${PROJECT_SOURCE_DIR}/${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/msa/${_dir})

@@ -4,7 +4,7 @@ namespace msa::hal {
 
 namespace {
 constexpr const char* kNames[] = {
-#define MSA_OP_NAME(name) #name,
+#define MSA_OP_NAME(name, Args) #name,
     MSA_FOR_EACH_OP(MSA_OP_NAME)
 #undef MSA_OP_NAME
 };

@@ -30,7 +30,7 @@ template <typename T>
 struct Knob {
   const char* name;
   const char* env;  // nullptr: a test hook, not read from the environment
-  int T::* field;
+  int T::*field;
   int dflt, lo, hi;
   const char* help;
   // Optional names of the values lo..hi ({"portable", "native"}); numbers are accepted too.
@@ -87,8 +87,8 @@ void set_tuning_knob(T& t, std::span<const Knob<T>> knobs, const std::string& de
   }
   std::string all;
   for (const auto& k : knobs) all += std::string(all.empty() ? "" : ", ") + k.name;
-  throw ArgError(device + ": argument 'tuning': no knob '" + std::string(name) + "' (this device has: " +
-                 (all.empty() ? "none" : all) + ")");
+  throw ArgError(device + ": argument 'tuning': no knob '" + std::string(name) +
+                 "' (this device has: " + (all.empty() ? "none" : all) + ")");
 }
 
 template <typename T>

@@ -28,7 +28,7 @@ class MSA_API Model {
  public:
   // Uploads `w` to `device` in `dtype` (default: the config's torch_dtype). With
   // `profile`, every op is timed (see Profiler). With `comm`, `w` is this rank's shard
-  // (dist::shard_weights) and the row-parallel projections are all-reduced.
+  // (model::shard_weights) and the row-parallel projections are all-reduced.
   Model(hal::Device& device, const Weights& w, std::optional<hal::DType> dtype = {}, bool profile = false,
         dist::Communicator* comm = nullptr);
   const Config& config() const { return config_; }

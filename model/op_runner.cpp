@@ -64,7 +64,7 @@ void OpRunner::dense_attention(const ops::DenseAttentionArgs& a) {
 }
 
 void OpRunner::indexer_topk(const ops::IndexerScoreArgs& idx, const ops::BlockTopkArgs& topk) {
-  prof_.op("indexer_topk", [&] { ops::indexer_topk(device_, idx, topk); });
+  prof_.op("indexer_topk", [&] { ops::indexer_topk(device_, {idx, topk}); });
 }
 
 void OpRunner::sparse_block_attention(const ops::SparseAttentionArgs& a) {

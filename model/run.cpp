@@ -13,12 +13,12 @@
 #include <ostream>
 #include <sstream>
 
-#include "dist/head_parallel.h"
 #include "dist/world.h"
 #include "hal/error.h"
 #include "hal/host_device.h"
 #include "hal/registry.h"
 #include "model/generate.h"
+#include "model/head_parallel.h"
 #include "model/logit_check.h"
 #include "model/run_report.h"
 
@@ -216,7 +216,7 @@ int run_main(const RunOptions& o, std::ostream& out) {
   dist::World world(resolve_world_backend(o.backend), dist::world_size_from(o.gpus));
   std::vector<int> rc(static_cast<size_t>(world.size()), 0);
   world.run([&](dist::Communicator& comm) {
-    const Weights shard = dist::shard_weights(w, comm.rank(), comm.world());
+    const Weights shard = shard_weights(w, comm.rank(), comm.world());
     std::ostream silent(nullptr);
     rc[comm.rank()] = run_rank(o, w, RankRun{comm.device(), shard, &comm}, comm.rank() == 0 ? out : silent);
   });

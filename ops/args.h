@@ -55,6 +55,14 @@ struct BlockTopkArgs {
   Tensor block_cnt;  // out [NQ][Hs] i32
 };
 
+// The composite indexer_topk: indexer_score, then block_topk over the scores it writes.
+// `topk` names the indexer's block_score and the same kv_len, cu_q, Qb and NQ, with Bs
+// the indexer keys' block size.
+struct IndexerTopkArgs {
+  IndexerScoreArgs indexer;
+  BlockTopkArgs topk;
+};
+
 struct SparseAttentionArgs {
   Tensor q;            // [T][Hq][D]
   Tensor k_cache;      // [P][Hkv][Bs][D]

@@ -1,5 +1,5 @@
-// Host checks and dispatch for the attention ops: indexer_score, block_topk,
-// sparse_block_attention, dense_attention, patch_attention_3d, kv_append.
+// Host checks and dispatch for the attention ops: indexer_score, block_topk, the
+// composite indexer_topk, sparse_block_attention, dense_attention, patch_attention_3d, kv_append.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -181,22 +181,25 @@ void block_topk(hal::Device& device, const BlockTopkArgs& a) {
   detail::dispatch(device, OpId::block_topk, &a);
 }
 
-void indexer_topk(hal::Device& device, const IndexerScoreArgs& idx_args, const BlockTopkArgs& topk) {
-  const IndexerScoreArgs idx = checked_indexer_score(device, idx_args);
-  check_block_topk(device, topk);
+void indexer_topk(hal::Device& device, const IndexerTopkArgs& args) {
+  IndexerTopkArgs a = args;
+  a.indexer = checked_indexer_score(device, args.indexer);
+  check_block_topk(device, a.topk);
+  const IndexerScoreArgs& idx = a.indexer;
+  const BlockTopkArgs& topk = a.topk;
   // The select reads the scores the indexer writes, over the same batch.
-  Checker c(device, OpId::block_topk);
-  const auto same_view = [](const Tensor& a, const Tensor& b) {
-    return a.buffer == b.buffer && a.offset == b.offset && a.dtype == b.dtype && a.shape == b.shape;
+  Checker c(device, OpId::indexer_topk);
+  const auto same_view = [](const Tensor& x, const Tensor& y) {
+    return x.buffer == y.buffer && x.offset == y.offset && x.dtype == y.dtype && x.shape == y.shape;
   };
   MSA_REQUIRE(c, same_view(topk.block_score, idx.block_score), "block_score",
-              "indexer_topk: block_topk's block_score must be the tensor indexer_score writes");
-  MSA_REQUIRE(c, same_view(topk.kv_len, idx.kv_len), "kv_len", "indexer_topk: both ops must be given the same kv_len");
-  MSA_REQUIRE(c, same_view(topk.cu_q, idx.cu_q), "cu_q", "indexer_topk: both ops must be given the same cu_q");
-  MSA_REQUIRE(c, topk.Qb == idx.Qb, "Qb", "indexer_topk: both ops must be given the same Qb");
-  MSA_REQUIRE(c, topk.NQ == idx.NQ, "NQ", "indexer_topk: both ops must be given the same NQ");
+              "block_topk's block_score must be the tensor indexer_score writes");
+  MSA_REQUIRE(c, same_view(topk.kv_len, idx.kv_len), "kv_len", "both ops must be given the same kv_len");
+  MSA_REQUIRE(c, same_view(topk.cu_q, idx.cu_q), "cu_q", "both ops must be given the same cu_q");
+  MSA_REQUIRE(c, topk.Qb == idx.Qb, "Qb", "both ops must be given the same Qb");
+  MSA_REQUIRE(c, topk.NQ == idx.NQ, "NQ", "both ops must be given the same NQ");
   MSA_REQUIRE(c, topk.Bs == idx.ki_cache.shape[1], "Bs",
-              "indexer_topk: Bs = " + std::to_string(topk.Bs) + " differs from ki_cache's block size " +
+              "Bs = " + std::to_string(topk.Bs) + " differs from ki_cache's block size " +
                   std::to_string(idx.ki_cache.shape[1]));
   // A fused kernel writes the selection while other blocks still read the indexer's inputs.
   for (const auto& [in, name] : {std::pair{&idx.qi, "qi"},
@@ -207,9 +210,9 @@ void indexer_topk(hal::Device& device, const IndexerScoreArgs& idx_args, const B
     c.no_alias(topk.block_idx, "block_idx", *in, name);
     c.no_alias(topk.block_cnt, "block_cnt", *in, name);
   }
-  const auto& fused = device.kernels().indexer_topk();
-  if (fused && detail::supported(device, OpId::indexer_score, &idx) &&
-      detail::supported(device, OpId::block_topk, &topk) && fused(device.stream(), &idx, &topk))
+  // The fused kernel runs only where each part would (it must not widen what is accepted).
+  if (detail::supported(device, OpId::indexer_score, &idx) && detail::supported(device, OpId::block_topk, &topk) &&
+      detail::try_fused(device, OpId::indexer_topk, &a))
     return;
   detail::dispatch(device, OpId::indexer_score, &idx);
   detail::dispatch(device, OpId::block_topk, &topk);

@@ -98,6 +98,10 @@ bool supported(hal::Device& device, hal::OpId op, const void* args) {
   return e.run && (!e.supports || e.supports(args).empty());
 }
 
+bool try_fused(hal::Device& device, hal::OpId op, const void* args) {
+  return supported(device, op, args) && device.kernels()[op].run(device.stream(), args);
+}
+
 namespace {
 std::vector<int32_t> read_i32(hal::Device& dev, const hal::Tensor& t) {
   std::vector<int32_t> v(static_cast<size_t>(t.numel()));

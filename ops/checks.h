@@ -61,6 +61,9 @@ class Checker {
 void dispatch(hal::Device& device, hal::OpId op, const void* args);
 // True when the device has a kernel for `op` that supports `args` (dispatch would run it).
 bool supported(hal::Device& device, hal::OpId op, const void* args);
+// Runs a composite op's fused kernel when the device has one that supports and takes
+// `args`; false, with nothing enqueued, when the caller must run the op's parts.
+bool try_fused(hal::Device& device, hal::OpId op, const void* args);
 
 // Validates the index data of a varlen, paged batch when it is readable on the host
 // (CPU devices): cu_q, kv_len, block_table and NQ (when nq >= 0). Does nothing for

@@ -20,11 +20,11 @@ MSA_API int64_t count_query_blocks(std::span<const int32_t> cu_q, std::span<cons
 
 MSA_API void indexer_score(hal::Device& device, const IndexerScoreArgs& args);
 MSA_API void block_topk(hal::Device& device, const BlockTopkArgs& args);
-// indexer_score, then block_topk over the scores it writes: one call, so a backend may
-// fuse the select into the indexer (the CUDA decode path does). Outputs are exactly those
-// of the two ops run in order. `topk` must name the indexer's block_score and the same
-// kv_len, cu_q, Qb and NQ, with Bs the indexer keys' block size.
-MSA_API void indexer_topk(hal::Device& device, const IndexerScoreArgs& idx, const BlockTopkArgs& topk);
+// The composite op: indexer_score, then block_topk over the scores it writes, in one
+// call, so a backend may fuse the select into the indexer (the CUDA decode path does).
+// Outputs are exactly those of the two ops run in order, which is what runs where the
+// backend has no fused kernel for these args.
+MSA_API void indexer_topk(hal::Device& device, const IndexerTopkArgs& args);
 MSA_API void sparse_block_attention(hal::Device& device, const SparseAttentionArgs& args);
 MSA_API void dense_attention(hal::Device& device, const DenseAttentionArgs& args);
 MSA_API void patch_attention_3d(hal::Device& device, const PatchAttention3dArgs& args);

@@ -7,7 +7,7 @@ pkgs=(build-essential cmake ninja-build git pkg-config
       libhwy-dev libtbb-dev
       libvulkan-dev glslang-tools spirv-tools mesa-vulkan-drivers
       hipcc libamdhip64-dev
-      clang libclang-rt-14-dev clang-format
+      clang libclang-rt-14-dev clang-format clang-tidy
       python3-dev pybind11-dev libdlpack-dev python3-numpy python3-torch python3-pytest)
 missing=()
 for p in "${pkgs[@]}"; do

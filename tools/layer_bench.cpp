@@ -234,7 +234,7 @@ LayerRun::LayerRun(hal::Device& device, const LayerProblem& p)
 LayerRun::~LayerRun() = default;
 
 void LayerRun::run_once() {
-  ops::indexer_topk(device_, impl_->idx, impl_->topk);
+  ops::indexer_topk(device_, {impl_->idx, impl_->topk});
   ops::sparse_block_attention(device_, impl_->sparse);
   ops::dense_attention(device_, impl_->dense);
   device_.stream().synchronize();
@@ -273,7 +273,7 @@ double LayerRun::time_fused(bool queued) {
   auto& s = device_.stream();
   if (queued) busy_head();
   s.record(*e0);
-  ops::indexer_topk(device_, impl_->idx, impl_->topk);
+  ops::indexer_topk(device_, {impl_->idx, impl_->topk});
   s.record(*e1);
   s.synchronize();
   return e1->elapsed_ms(*e0);

@@ -1,18 +1,16 @@
-// dense_attention_backward and sparse_block_attention_backward (docs/training.md) on the
-// paged cache, and patch_attention_3d_backward, in f32 on the oneTBB arena, with the
-// tiles of backward_core-inl.h. Deterministic for any thread count:
-//  - paged: one task per (page, KV head) slab takes the (token, block) entries that
-//    attended it, from an inverse index in token order, in batches of query rows; each
-//    batch forms S, P, dP, dS once, adds dK / dV into the slab's rows (the task owns them,
-//    no atomics) and forms the batch's dq terms dS K as one tile product, stored per
-//    (entry, head). dq needs a sum over slabs: a second pass, one task per (token, KV
-//    head), adds its entries' terms in list order. Nothing is recomputed (recomputing S
-//    and dP in a query-outer pass would cost two of the five products again); the terms
-//    are D floats per (entry, head), so the tokens run in chunks that bound that buffer
-//    (kDqTermFloats) and dK / dV add each chunk's slab sums in chunk order;
-//  - patch attention: one task per (window, head) owns every gradient row it writes; key
-//    tiles outer, query batches inner, dq summed over the key tiles in order.
-// Index data is validated by the reference's checks before any work.
+// The shared core of dense_attention_backward and sparse_block_attention_backward
+// (docs/training.md, the ops in <op>.cpp) on the paged cache, in f32 on the oneTBB arena,
+// with the tiles of backward_core-inl.h, and delta = dot(dout, out), which
+// patch_attention_3d_backward shares. Deterministic for any thread count: one task per
+// (page, KV head) slab takes the (token, block) entries that attended it, from an inverse
+// index in token order, in batches of query rows; each batch forms S, P, dP, dS once,
+// adds dK / dV into the slab's rows (the task owns them, no atomics) and forms the
+// batch's dq terms dS K as one tile product, stored per (entry, head). dq needs a sum over
+// slabs: a second pass, one task per (token, KV head), adds its entries' terms in list
+// order. Nothing is recomputed (recomputing S and dP in a query-outer pass would cost two
+// of the five products again); the terms are D floats per (entry, head), so the tokens
+// run in chunks that bound that buffer (kDqTermFloats) and dK / dV add each chunk's slab
+// sums in chunk order. Index data is validated by the reference's checks before any work.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/attention_backward.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -28,37 +26,11 @@
 #include "backends/cpu/inverse_index.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/scratch.h"
-#include "backends/cpu_ref/patch_windows.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace msa::cpu {
 namespace HWY_NAMESPACE {
-
-// The rows of one query batch: scaled q, dout, lse (0 for an empty row), delta, keys seen.
-struct RowBatch {
-  float *qs, *go, *lse, *delta;
-  int32_t* nvis;
-  size_t rows = 0;
-
-  RowBatch(size_t D)
-      : qs(scratch_floats(1, kBackwardRows * D)),
-        go(scratch_floats(2, kBackwardRows * D)),
-        lse(scratch_floats(3, 3 * kBackwardRows)),
-        delta(lse + kBackwardRows),
-        nvis(reinterpret_cast<int32_t*>(lse + 2 * kBackwardRows)) {}
-
-  // Appends row (q, dout: D floats); a row whose lse is -inf sees nothing.
-  void add(const float* q, const float* dout, size_t D, float scale, float l, float dl, int64_t keys) {
-    const bool empty = l == -std::numeric_limits<float>::infinity();
-    for (size_t d = 0; d < D; ++d) qs[rows * D + d] = scale * q[d];
-    std::copy(dout, dout + D, go + rows * D);
-    lse[rows] = empty ? 0.0f : l;
-    delta[rows] = dl;
-    nvis[rows] = empty ? 0 : static_cast<int32_t>(keys);
-    ++rows;
-  }
-};
 
 // delta[r] = dot(dout row r, out row r) for rows of D elements (ChainDot).
 void RowDots(const float* dout, const float* out, int64_t rows, int64_t D, float* delta) {
@@ -144,53 +116,6 @@ void PagedDq(const PagedBackwardInputs& c, int64_t e_lo, int64_t tg0, int64_t tg
       4);
 }
 
-// patch_attention_3d_backward over one (window, head) per task. q, k, v, dout: [N][H][D]
-// f32; delta [N][H].
-void PatchBackward(const std::vector<cpu_ref::PatchWindow>& windows, int64_t H, int64_t D, float scale, const float* q,
-                   const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dq,
-                   float* dk, float* dv) {
-  const size_t Dz = static_cast<size_t>(D), ld = static_cast<size_t>(H * D);
-  parallel_for(static_cast<int64_t>(windows.size()) * H, [&](int64_t task) {
-    const cpu_ref::PatchWindow& w = windows[static_cast<size_t>(task / H)];
-    const int64_t h = task % H;
-    const size_t n = static_cast<size_t>(w.t_end - w.t_begin);
-    const size_t base = static_cast<size_t>(w.t_begin * H + h) * Dz;  // row i of the window at base + i * ld
-    for (size_t i = 0; i < n; ++i)
-      for (float* g : {dq, dk, dv}) std::fill(g + base + i * ld, g + base + i * ld + Dz, 0.0f);
-    RowBatch b(Dz);
-    // The key tile's rows, contiguous and zero-padded to whole vectors (for dq's dS K).
-    float* krows = scratch_floats(4, PadKeys(kBackwardRows) * Dz);
-    float* dqb = scratch_floats(5, kBackwardRows * Dz);
-    for (size_t j0 = 0; j0 < n; j0 += kBackwardRows) {
-      const size_t nk = std::min(kBackwardRows, n - j0);
-      BackwardTile tile;
-      LoadKeyTile(tile, Dz, nk, k + base + j0 * ld, v + base + j0 * ld, ld, scratch_floats(0, KeyTileFloats(Dz, nk)));
-      for (size_t j = 0; j < nk; ++j)
-        std::copy(k + base + (j0 + j) * ld, k + base + (j0 + j) * ld + Dz, krows + j * Dz);
-      std::fill(krows + nk * Dz, krows + tile.kpad * Dz, 0.0f);
-      for (size_t r0 = 0; r0 < n; r0 += kBackwardRows) {
-        b.rows = 0;
-        const size_t nr = std::min(kBackwardRows, n - r0);
-        for (size_t i = r0; i < r0 + nr; ++i) {
-          const size_t row = (base + i * ld) / Dz;
-          b.add(q + base + i * ld, dout + base + i * ld, Dz, scale, lse[row], delta[row], static_cast<int64_t>(nk));
-        }
-        BackwardBatch(tile, b.qs, b.go, b.rows, b.lse, b.delta, b.nvis);
-        const size_t hi = static_cast<size_t>(*std::max_element(b.nvis, b.nvis + nr));
-        RowsTimesKeys(tile.dp, tile.kpad, nr, hi == 0 ? 0 : PadKeys(hi), krows, Dz, dqb);
-        for (size_t i = 0; i < nr; ++i) {
-          float* dst = dq + base + (r0 + i) * ld;
-          for (size_t d = 0; d < Dz; ++d) dst[d] += dqb[i * Dz + d];
-        }
-      }
-      AddTransposed(tile.dkt, tile.kpad, nk, Dz, dk + base + j0 * ld, ld);
-      AddTransposed(tile.dvt, tile.kpad, nk, Dz, dv + base + j0 * ld, ld);
-    }
-    for (size_t i = 0; i < n; ++i)
-      for (size_t d = 0; d < Dz; ++d) dq[base + i * ld + d] *= scale;
-  });
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace msa::cpu
 HWY_AFTER_NAMESPACE();
@@ -209,7 +134,6 @@ namespace msa::cpu {
 HWY_EXPORT(RowDots);
 HWY_EXPORT(PagedSlabs);
 HWY_EXPORT(PagedDq);
-HWY_EXPORT(PatchBackward);
 
 namespace {
 
@@ -217,16 +141,17 @@ namespace {
 // kept by the calling thread across calls: no fresh pages to fault in per call).
 constexpr int64_t kDqTermFloats = int64_t{16} << 20;
 
-// delta[r] = dot(dout row r, out row r) over rows of D elements.
+}  // namespace
+
 std::vector<float> row_dots(const std::vector<float>& dout, const std::vector<float>& out, int64_t D) {
   std::vector<float> delta(dout.size() / static_cast<size_t>(D));
   HWY_DYNAMIC_DISPATCH(RowDots)(dout.data(), out.data(), static_cast<int64_t>(delta.size()), D, delta.data());
   return delta;
 }
 
-PagedBackwardInputs make_inputs(const hal::Tensor& dout, const hal::Tensor& q, const hal::Tensor& k_cache,
-                                const hal::Tensor& v_cache, const hal::Tensor& block_table, const hal::Tensor& out,
-                                const hal::Tensor& lse, float scale, TokenBlocks tb) {
+PagedBackwardInputs paged_backward_inputs(const hal::Tensor& dout, const hal::Tensor& q, const hal::Tensor& k_cache,
+                                          const hal::Tensor& v_cache, const hal::Tensor& block_table,
+                                          const hal::Tensor& out, const hal::Tensor& lse, float scale, TokenBlocks tb) {
   PagedBackwardInputs c;
   c.block_table = block_table.data<const int32_t>();
   c.max_blocks = block_table.dim(1);
@@ -240,8 +165,8 @@ PagedBackwardInputs make_inputs(const hal::Tensor& dout, const hal::Tensor& q, c
   return c;
 }
 
-void run(const PagedBackwardInputs& c, const hal::Tensor& dq_out, const hal::Tensor& dk_out,
-         const hal::Tensor& dv_out) {
+void run_paged_backward(const PagedBackwardInputs& c, const hal::Tensor& dq_out, const hal::Tensor& dk_out,
+                        const hal::Tensor& dv_out) {
   // For each (page, KV head) slab, the (token, block) entries that attended it, in token order.
   const InverseIndex inv(c.tb.list_begin, c.P * c.Hkv, [&](int64_t tg, int64_t e) {
     return c.page(tg / c.Hkv, c.tb.list[static_cast<size_t>(e)]) * c.Hkv + tg % c.Hkv;
@@ -270,40 +195,6 @@ void run(const PagedBackwardInputs& c, const hal::Tensor& dq_out, const hal::Ten
     HWY_DYNAMIC_DISPATCH(PagedDq)(c, e_lo, tg0, tg1, dqp, dq_out.data<float>());
     tg0 = tg1;
   }
-}
-
-}  // namespace
-
-void dense_attention_backward(hal::Stream&, const ops::DenseAttentionBackwardArgs& a) {
-  const cpu_ref::Batch batch =
-      cpu_ref::checked_dense_batch("dense_attention_backward", a.q, a.k_cache, a.block_table, a.kv_len, a.cu_q);
-  const PagedBackwardInputs c =
-      make_inputs(a.dout, a.q, a.k_cache, a.v_cache, a.block_table, a.out, a.lse, a.scale,
-                  TokenBlocks(batch, a.q.dim(0), nullptr, false, a.k_cache.dim(1), a.k_cache.dim(2)));
-  run(c, a.dq, a.dk_cache, a.dv_cache);
-}
-
-void sparse_block_attention_backward(hal::Stream&, const ops::SparseAttentionBackwardArgs& a) {
-  const cpu_ref::Batch batch =
-      cpu_ref::checked_sparse_batch("sparse_block_attention_backward", a.q, a.k_cache, a.block_table, a.kv_len, a.cu_q,
-                                    a.Qb, a.NQ, a.mode, a.block_idx);
-  const bool shared = a.mode == ops::SelectionMode::shared;
-  const PagedBackwardInputs c =
-      make_inputs(a.dout, a.q, a.k_cache, a.v_cache, a.block_table, a.out, a.lse, a.scale,
-                  TokenBlocks(batch, a.q.dim(0), &a.block_idx, shared, a.k_cache.dim(1), a.k_cache.dim(2)));
-  run(c, a.dq, a.dk_cache, a.dv_cache);
-}
-
-void patch_attention_3d_backward(hal::Stream&, const ops::PatchAttention3dBackwardArgs& a) {
-  const int64_t N = a.q.dim(0), H = a.q.dim(1), D = a.q.dim(2);
-  const auto windows = cpu_ref::checked_windows("patch_attention_3d_backward", a.items, a.window, N);
-  const float scale = static_cast<float>(cpu_ref::resolve_scale(a.scale, D));
-  const std::vector<float> q = to_f32(a.q, D), k = to_f32(a.k, D), v = to_f32(a.v, D), dout = to_f32(a.dout, D),
-                           lse = to_f32(a.lse, H);
-  const std::vector<float> delta = row_dots(dout, to_f32(a.out, D), D);
-  HWY_DYNAMIC_DISPATCH(PatchBackward)
-  (windows, H, D, scale, q.data(), k.data(), v.data(), dout.data(), lse.data(), delta.data(), a.dq.data<float>(),
-   a.dk.data<float>(), a.dv.data<float>());
 }
 
 }  // namespace msa::cpu

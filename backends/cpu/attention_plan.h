@@ -13,6 +13,7 @@
 
 #include "backends/cpu/varlen.h"
 #include "hal/dtype.h"
+#include "hal/tensor.h"
 
 namespace msa::cpu {
 
@@ -80,4 +81,19 @@ inline constexpr int64_t kDenseChunkBlocks = 8;
 inline constexpr int64_t kSparseChunkBlocks = 4;
 // Chunks per split group at most (larger chunks at long contexts).
 inline constexpr int64_t kMaxChunks = 128;
+
+// Building and running a plan (paged_attention.cpp).
+// Fills the shared part of the plan from the common arguments and validates index data.
+void init_plan(PagedAttnPlan& p, const char* op, const hal::Tensor& q, const hal::Tensor& k_cache,
+               const hal::Tensor& v_cache, const hal::Tensor& block_table, const hal::Tensor& kv_len,
+               const hal::Tensor& cu_q, int64_t Qb, float scale, const hal::Tensor& out, const hal::Tensor& lse);
+// Appends a group of tokens [t0, t1) of sequence `seq` and KV head `hk` over `list`
+// (null: blocks 0 .. n_list-1).
+void add_group(PagedAttnPlan& p, int64_t seq, int64_t hk, int64_t t0, int64_t t1, const int32_t* list, int64_t n_list);
+// Splits groups when there are few, numbers the tasks, sizes the partial workspace.
+void finish_plan(PagedAttnPlan& p, int64_t chunk);
+// Tokens per group for G query heads per KV head (kGroupRows rows, at least one token).
+int64_t tokens_per_group(int64_t G);
+// Runs the plan on the best SIMD target.
+void run_paged_plan(const PagedAttnPlan& p);
 }  // namespace msa::cpu

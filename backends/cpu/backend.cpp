@@ -13,21 +13,9 @@ hal::KernelTable make_kernel_table() {
   using hal::OpId;
   // Start from the reference so every op exists, then put the SIMD kernels on top.
   hal::KernelTable t = cpu_ref::make_kernel_table();
-  t.set(OpId::indexer_score, &indexer_score);
-  t.set(OpId::block_topk, &block_topk);
-  t.set(OpId::sparse_block_attention, &sparse_block_attention);
-  t.set(OpId::dense_attention, &dense_attention);
-  t.set(OpId::patch_attention_3d, &patch_attention_3d);
-  t.set(OpId::kv_append, &kv_append);
-  t.set(OpId::matmul, &matmul);
-  t.set(OpId::rms_norm, &rms_norm);
-  t.set(OpId::rope, &rope);
-  t.set(OpId::swiglu, &swiglu);
-  t.set(OpId::add, &add);
-  t.set(OpId::sparse_block_attention_backward, &sparse_block_attention_backward);
-  t.set(OpId::dense_attention_backward, &dense_attention_backward);
-  t.set(OpId::patch_attention_3d_backward, &patch_attention_3d_backward);
-  t.set(OpId::indexer_kl, &indexer_kl);
+#define MSA_SET_KERNEL(name) t.set<ops::ArgsOf<OpId::name>>(OpId::name, &name);
+  MSA_CPU_OPS(MSA_SET_KERNEL)
+#undef MSA_SET_KERNEL
   return t;
 }
 

@@ -19,8 +19,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "backends/cpu/attention_core-inl.h"
+#include "backends/cpu/scratch.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -243,6 +245,31 @@ HWY_INLINE void AddTransposed(const float* HWY_RESTRICT src, size_t kpad, size_t
   for (size_t j = 0; j < nk; ++j)
     for (size_t d = 0; d < D; ++d) dst[j * ld + d] += src[d * kpad + j];
 }
+
+// The rows of one query batch: scaled q, dout, lse (0 for an empty row), delta, keys seen.
+struct RowBatch {
+  float *qs, *go, *lse, *delta;
+  int32_t* nvis;
+  size_t rows = 0;
+
+  RowBatch(size_t D)
+      : qs(scratch_floats(1, kBackwardRows * D)),
+        go(scratch_floats(2, kBackwardRows * D)),
+        lse(scratch_floats(3, 3 * kBackwardRows)),
+        delta(lse + kBackwardRows),
+        nvis(reinterpret_cast<int32_t*>(lse + 2 * kBackwardRows)) {}
+
+  // Appends row (q, dout: D floats); a row whose lse is -inf sees nothing.
+  void add(const float* q, const float* dout, size_t D, float scale, float l, float dl, int64_t keys) {
+    const bool empty = l == -std::numeric_limits<float>::infinity();
+    for (size_t d = 0; d < D; ++d) qs[rows * D + d] = scale * q[d];
+    std::copy(dout, dout + D, go + rows * D);
+    lse[rows] = empty ? 0.0f : l;
+    delta[rows] = dl;
+    nvis[rows] = empty ? 0 : static_cast<int32_t>(keys);
+    ++rows;
+  }
+};
 
 }  // namespace HWY_NAMESPACE
 }  // namespace msa::cpu

@@ -26,4 +26,15 @@ struct PagedBackwardInputs {
   }
 };
 
+// The shared core of the attention backward ops (attention_backward.cpp).
+// delta[r] = dot(dout row r, out row r) over rows of D elements.
+std::vector<float> row_dots(const std::vector<float>& dout, const std::vector<float>& out, int64_t D);
+// A paged call's inputs in f32, with the (token, KV head) block lists `tb`.
+PagedBackwardInputs paged_backward_inputs(const hal::Tensor& dout, const hal::Tensor& q, const hal::Tensor& k_cache,
+                                          const hal::Tensor& v_cache, const hal::Tensor& block_table,
+                                          const hal::Tensor& out, const hal::Tensor& lse, float scale, TokenBlocks tb);
+// dq, dk_cache and dv_cache (f32) of a paged call.
+void run_paged_backward(const PagedBackwardInputs& c, const hal::Tensor& dq_out, const hal::Tensor& dk_out,
+                        const hal::Tensor& dv_out);
+
 }  // namespace msa::cpu

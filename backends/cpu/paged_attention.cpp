@@ -1,8 +1,9 @@
-// dense_attention and sparse_block_attention on the paged, block-major KV cache
-// (docs/spec.md). Host side: validate the index data, build a PagedAttnPlan (groups of
-// rows sharing a key list, split over the key list for decode-like calls). Per target:
-// each task converts one KV block (one contiguous Bs x D slab per KV head) to f32 once
-// and runs it against all rows of its group (attention_core-inl.h).
+// The plan runner of dense_attention and sparse_block_attention on the paged,
+// block-major KV cache (docs/spec.md; the ops build their plans in <op>.cpp). Host side:
+// validate the index data and finish a PagedAttnPlan (groups of rows sharing a key list,
+// split over the key list for decode-like calls). Per target: each task converts one KV
+// block (one contiguous Bs x D slab per KV head) to f32 once and runs it against all rows
+// of its group (attention_core-inl.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/paged_attention.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -192,9 +193,6 @@ namespace msa::cpu {
 
 HWY_EXPORT(RunPagedPlan);
 
-namespace {
-
-// Fills the shared part of the plan from the common arguments and validates index data.
 void init_plan(PagedAttnPlan& p, const char* op, const hal::Tensor& q, const hal::Tensor& k_cache,
                const hal::Tensor& v_cache, const hal::Tensor& block_table, const hal::Tensor& kv_len,
                const hal::Tensor& cu_q, int64_t Qb, float scale, const hal::Tensor& out, const hal::Tensor& lse) {
@@ -228,7 +226,6 @@ void add_group(PagedAttnPlan& p, int64_t seq, int64_t hk, int64_t t0, int64_t t1
   p.groups.push_back(g);
 }
 
-// Splits groups when there are few, numbers the tasks, sizes the partial workspace.
 void finish_plan(PagedAttnPlan& p, int64_t chunk) {
   // At most kMaxChunks chunks per group bounds the partial workspace at long contexts
   // (dense decode at 1M: 128 chunks of 64 blocks, not 1024 of 8). Shapes only decide.
@@ -252,110 +249,7 @@ void finish_plan(PagedAttnPlan& p, int64_t chunk) {
 
 int64_t tokens_per_group(int64_t G) { return std::max<int64_t>(1, kGroupRows / G); }
 
-}  // namespace
-
-void dense_attention(hal::Stream&, const ops::DenseAttentionArgs& a) {
-  const char* op = "dense_attention";
-  PagedAttnPlan p;
-  init_plan(p, op, a.q, a.k_cache, a.v_cache, a.block_table, a.kv_len, a.cu_q, 1, a.scale, a.out, a.lse);
-  const int64_t tpg = tokens_per_group(p.G);
-  for (size_t b = 0; b < p.batch.seqs.size(); ++b) {
-    const SeqInfo& s = p.batch.seqs[b];
-    for (int64_t h = 0; h < p.Hkv; ++h)
-      for (int64_t t0 = s.q_begin; t0 < s.q_begin + s.q_len; t0 += tpg) {
-        const int64_t t1 = std::min(t0 + tpg, s.q_begin + s.q_len);
-        const int64_t last_pos = s.pos0 + (t1 - 1 - s.q_begin);
-        add_group(p, static_cast<int64_t>(b), h, t0, t1, nullptr, last_pos / p.Bs + 1);
-      }
-  }
-  finish_plan(p, kDenseChunkBlocks);
-  HWY_DYNAMIC_DISPATCH(RunPagedPlan)(p);
-}
-
-void sparse_block_attention(hal::Stream&, const ops::SparseAttentionArgs& a) {
-  const char* op = "sparse_block_attention";
-  PagedAttnPlan p;
-  init_plan(p, op, a.q, a.k_cache, a.v_cache, a.block_table, a.kv_len, a.cu_q, a.Qb, a.scale, a.out, a.lse);
-  check_nq(op, p.batch, a.NQ);
-  const int64_t Hs = a.block_idx.dim(1), K = a.block_idx.dim(2);
-  const bool shared = a.mode == ops::SelectionMode::shared;
-  MSA_CHECK_ARG(Hs == (shared ? 1 : p.Hkv), op, "block_idx",
-                "dim 1 must be " + std::string(shared ? "1 (shared mode)" : "Hkv (per_kv_head mode)"));
-  const int32_t* idx = a.block_idx.data<const int32_t>();
-  const int64_t tpg = tokens_per_group(p.G);
-  std::vector<int32_t> uni, next;
-  std::vector<int64_t> members;  // query blocks of the group being built
-  for (size_t b = 0; b < p.batch.seqs.size(); ++b) {
-    const SeqInfo& s = p.batch.seqs[b];
-    for (int64_t h = 0; h < p.Hkv; ++h) {
-      auto list_of = [&](int64_t n) { return idx + (n * Hs + (shared ? 0 : h)) * K; };
-      // The valid entries of query block n's list, sorted and without duplicates.
-      auto valid = [&](int64_t n, std::vector<int32_t>& out) {
-        out.clear();
-        for (int64_t j = 0; j < K; ++j) {
-          const int32_t c = list_of(n)[j];
-          if (c >= 0 && c < s.n_blocks) out.push_back(c);
-        }
-        std::sort(out.begin(), out.end());
-        out.erase(std::unique(out.begin(), out.end()), out.end());
-      };
-      for (int64_t n = s.qb_begin; n < s.qb_begin + s.n_qb;) {
-        const QBlock& qb = p.batch.qblocks[static_cast<size_t>(n)];
-        if (qb.t_end - qb.t_begin >= tpg) {  // a large query block: token tiles of its own
-          for (int64_t t0 = qb.t_begin; t0 < qb.t_end; t0 += tpg)
-            add_group(p, qb.seq, h, t0, std::min(t0 + tpg, qb.t_end), list_of(n), K);
-          ++n;
-          continue;
-        }
-        valid(n, uni);
-        members.assign(1, n);
-        int64_t ntok = qb.t_end - qb.t_begin;
-        double separate = static_cast<double>(uni.size()) * static_cast<double>(ntok);
-        int64_t m = n + 1;
-        for (; m < s.qb_begin + s.n_qb; ++m) {
-          const QBlock& nb = p.batch.qblocks[static_cast<size_t>(m)];
-          const int64_t nt = nb.t_end - nb.t_begin;
-          if (ntok + nt > tpg) break;
-          valid(m, next);
-          std::vector<int32_t> merged;
-          std::set_union(uni.begin(), uni.end(), next.begin(), next.end(), std::back_inserter(merged));
-          const double sep = separate + static_cast<double>(next.size()) * static_cast<double>(nt);
-          if (static_cast<double>(merged.size()) * static_cast<double>(ntok + nt) > kMergeSlack * sep) break;
-          uni.swap(merged);
-          separate = sep;
-          ntok += nt;
-          members.push_back(m);
-        }
-        if (members.size() == 1) {
-          add_group(p, qb.seq, h, qb.t_begin, qb.t_end, list_of(n), K);
-        } else {
-          add_group(p, qb.seq, h, qb.t_begin, p.batch.qblocks[static_cast<size_t>(m - 1)].t_end, nullptr,
-                    static_cast<int64_t>(uni.size()));
-          PagedAttnPlan::Group& g = p.groups.back();
-          g.list_off = static_cast<int64_t>(p.lists.size());
-          g.sel_off = static_cast<int64_t>(p.sel.size());
-          p.lists.insert(p.lists.end(), uni.begin(), uni.end());
-          const size_t base = p.sel.size();
-          p.sel.resize(base + uni.size() * static_cast<size_t>(ntok), 0);
-          for (int64_t mb : members) {
-            const QBlock& q = p.batch.qblocks[static_cast<size_t>(mb)];
-            valid(mb, next);
-            for (size_t e = 0; e < uni.size(); ++e)
-              if (std::binary_search(next.begin(), next.end(), uni[e]))
-                for (int64_t t = q.t_begin; t < q.t_end; ++t)
-                  p.sel[base + e * static_cast<size_t>(ntok) + static_cast<size_t>(t - qb.t_begin)] = 1;
-          }
-        }
-        n = m;
-      }
-    }
-  }
-  // p.lists is complete: point the merged groups at their lists.
-  for (PagedAttnPlan::Group& g : p.groups)
-    if (g.list_off >= 0) g.list = p.lists.data() + g.list_off;
-  finish_plan(p, kSparseChunkBlocks);
-  HWY_DYNAMIC_DISPATCH(RunPagedPlan)(p);
-}
+void run_paged_plan(const PagedAttnPlan& p) { HWY_DYNAMIC_DISPATCH(RunPagedPlan)(p); }
 
 }  // namespace msa::cpu
 #endif  // HWY_ONCE

@@ -9,27 +9,9 @@ namespace msa::cpu_ref {
 hal::KernelTable make_kernel_table() {
   using hal::OpId;
   hal::KernelTable t;
-  t.set(OpId::indexer_score, &indexer_score);
-  t.set(OpId::block_topk, &block_topk);
-  t.set(OpId::sparse_block_attention, &sparse_block_attention);
-  t.set(OpId::dense_attention, &dense_attention);
-  t.set(OpId::patch_attention_3d, &patch_attention_3d);
-  t.set(OpId::kv_append, &kv_append);
-  t.set(OpId::matmul, &matmul);
-  t.set(OpId::rms_norm, &rms_norm);
-  t.set(OpId::layer_norm, &layer_norm);
-  t.set(OpId::rope, &rope);
-  t.set(OpId::rope_3d, &rope_3d);
-  t.set(OpId::swiglu, &swiglu);
-  t.set(OpId::gelu, &gelu);
-  t.set(OpId::add, &add);
-  t.set(OpId::embedding, &embedding);
-  t.set(OpId::scatter_visual, &scatter_visual);
-  t.set(OpId::argmax, &argmax);
-  t.set(OpId::sparse_block_attention_backward, &sparse_block_attention_backward);
-  t.set(OpId::dense_attention_backward, &dense_attention_backward);
-  t.set(OpId::patch_attention_3d_backward, &patch_attention_3d_backward);
-  t.set(OpId::indexer_kl, &indexer_kl);
+#define MSA_SET_KERNEL(name, Args) t.set<ops::Args>(OpId::name, &name);
+  MSA_FOR_EACH_KERNEL_OP(MSA_SET_KERNEL)
+#undef MSA_SET_KERNEL
   return t;
 }
 

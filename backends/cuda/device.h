@@ -39,7 +39,7 @@ class Device final : public hal::Device {
  private:
   std::string name_;
   DeviceProps props_;
-  Tuning tuning_;  // shared by every stream of the device
+  Tuning tuning_;                  // shared by every stream of the device
   int* flag_pool_ = nullptr;       // device int[2 * Stream::kFlagSlots], zeroed at open
   int* host_flag_pool_ = nullptr;  // pinned, same size
   std::unique_ptr<Stream> stream_;

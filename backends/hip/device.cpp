@@ -117,7 +117,7 @@ HipDevice::HipDevice(int index) : name_("hip:" + std::to_string(index)) {
                 std::to_string(W) + " (device code sees " + std::to_string(w.hw_warp) + ", kernels built for " +
                 std::to_string(w.kernel_warp) + "), lane sum " + std::to_string(w.lane_sum) + ", ballot lanes " +
                 std::to_string(w.ballot_lanes));
-  table_ = make_portable_table();
+  table_ = make_kernel_table();
 }
 
 HipDevice::~HipDevice() = default;

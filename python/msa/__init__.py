@@ -24,6 +24,21 @@ def backends():
     return [b["backend"] for b in _C.devices() if b["compiled"]]
 
 
+def tuning(device):
+    """The kernel-choice knobs of `device` ("cuda:0", "cpu", ...) as a list of dicts (name,
+    value, default, env, shown, help): what `msa devices` lists. Empty on backends with one
+    kernel per op. See docs/tuning.md."""
+    return _C.tuning(device)
+
+
+def set_tuning(device, knob, value):
+    """Sets one kernel-choice knob of `device` (e.g. set_tuning("cuda:0", "decode", 1)) for
+    the ops called from now on; `value` is a number, on/off or a value name ("portable").
+    ValueError naming the knob when the device has no such knob or the value is out of range.
+    No knob changes what an op computes, only which kernel computes it."""
+    _C.set_tuning(device, knob, str(value))
+
+
 def check_errors(device=None):
     """Waits for the current torch stream of a CUDA device (default: torch's current
     device) and raises the device-side index errors msa's kernels flagged on it as
@@ -37,4 +52,5 @@ def check_errors(device=None):
 __all__ = ["add", "argmax", "backends", "block_topk", "check_errors", "dense_attention", "dense_attention_backward",
            "devices", "embedding", "gelu", "indexer_kl", "indexer_score", "indexer_topk", "kv_append", "layer_norm",
            "matmul", "patch_attention_3d", "patch_attention_3d_backward", "rms_norm", "rope", "rope_3d",
-           "scatter_visual", "sparse_block_attention", "sparse_block_attention_backward", "swiglu"]
+           "scatter_visual", "set_tuning", "sparse_block_attention", "sparse_block_attention_backward", "swiglu",
+           "tuning"]

@@ -116,7 +116,7 @@ void bind_attention_ops(py::module_& m) {
           topk.n_local = to_int(op, "n_local", n_local);
           topk.block_idx = c.tensor(ii);
           topk.block_cnt = c.tensor(ic);
-          ops::indexer_topk(d, idx, topk);
+          ops::indexer_topk(d, {idx, topk});
           c.finish();
         });
 

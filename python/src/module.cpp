@@ -36,6 +36,22 @@ py::list devices() {
   return out;
 }
 
+// The device's kernel-choice knobs (hal/tuning.h) as a list of dicts.
+py::list tuning(const std::string& device) {
+  py::list out;
+  for (const auto& k : cached_device(device).tuning()) {
+    py::dict d;
+    d["name"] = k.name;
+    d["value"] = k.value;
+    d["default"] = k.dflt;
+    d["env"] = k.env;
+    d["shown"] = k.shown;
+    d["help"] = k.help;
+    out.append(d);
+  }
+  return out;
+}
+
 std::vector<int32_t> host_i32(const std::string& arg, py::handle obj) {
   Call c("count_query_blocks", "cpu-ref", 0);
   const int slot = c.arg(arg.c_str(), obj, Role::in);
@@ -99,6 +115,13 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "open_device", [](const std::string& name) { return cached_device(name).name(); },
       "Opens (once) the device `name` and returns its canonical name.");
+  m.def("tuning", &tuning, "The kernel-choice knobs of `device` and their values.");
+  m.def(
+      "set_tuning",
+      [](const std::string& device, const std::string& knob, const std::string& value) {
+        cached_device(device).set_tuning(knob, value);
+      },
+      "Sets one kernel-choice knob of `device` for the ops called from now on.");
   m.def("count_query_blocks", &count_query_blocks, "NQ of a varlen batch from host cu_q and kv_len.");
   m.def("check_errors", &check_errors, "Waits for `stream` of `device` and raises its device-side index errors.");
   m.def("set_workspace_allocator", &set_workspace_allocator,

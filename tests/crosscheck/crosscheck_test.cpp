@@ -22,14 +22,6 @@ std::vector<std::string> all_ops() {
   return ops;
 }
 
-// The ops plus the composite calls with functional cases (ops::indexer_topk, which a
-// backend may fuse; msa_layer only has benchmark cases).
-std::vector<std::string> checked_names() {
-  std::vector<std::string> names = all_ops();
-  names.push_back("indexer_topk");
-  return names;
-}
-
 // "" when the backend has a device, else why not.
 std::string unavailable(const std::string& backend) {
   for (const hal::BackendStatus& s : hal::list_backends()) {
@@ -85,14 +77,14 @@ std::string param_name(const ::testing::TestParamInfo<CrossCheck::ParamType>& in
 INSTANTIATE_TEST_SUITE_P(Backends, CrossCheck,
                          ::testing::Combine(::testing::ValuesIn(std::vector<std::string>(std::begin(kBackends),
                                                                                          std::end(kBackends))),
-                                            ::testing::ValuesIn(checked_names())),
+                                            ::testing::ValuesIn(all_ops())),
                          param_name);
 
 // The quick and full sets cover every op of the contract (docs/spec.md) and of the
 // training contract (docs/training.md).
 TEST(CaseSets, QuickAndFullCoverEveryOp) {
   for (const char* set : {"quick", "full"})
-    for (const std::string& op : checked_names())
+    for (const std::string& op : all_ops())
       EXPECT_FALSE(make_cases(set, op).empty()) << set << " has no " << op << " case";
 }
 

@@ -188,13 +188,13 @@ TEST_P(CudaGraph, FusedSelectionIsOneKernelEqualToTheTwoOps) {
   ops::block_topk(*dev, l.tk);
   const std::vector<uint8_t> want = selection();
   l.poison(*dev);
-  ops::indexer_topk(*dev, l.ix, l.tk);  // uncaptured, twice: the counters reset themselves
-  ops::indexer_topk(*dev, l.ix, l.tk);
+  ops::indexer_topk(*dev, {l.ix, l.tk});  // uncaptured, twice: the counters reset themselves
+  ops::indexer_topk(*dev, {l.ix, l.tk});
   EXPECT_EQ(selection(), want);
 
   l.poison(*dev);
   cuda::CapturedGraph g(*dev);
-  ops::indexer_topk(*dev, l.ix, l.tk);
+  ops::indexer_topk(*dev, {l.ix, l.tk});
   g.end();
   EXPECT_EQ(g.nodes(), 1u) << "indexer_topk ran as separate kernels: the fused path was not taken";
   g.replay();

@@ -1,13 +1,13 @@
-// Head-parallel model runs (dist::shard_weights + all-reduced projections) against the
+// Head-parallel model runs (model::shard_weights + all-reduced projections) against the
 // single-device model: one rank is bit for bit the same; two ranks differ only by the
 // rounding of the all-reduced partial sums.
 #include <gtest/gtest.h>
 
 #include "../model/test_util.h"
-#include "dist/head_parallel.h"
 #include "dist/world.h"
 #include "hal/error.h"
 #include "hal/registry.h"
+#include "model/head_parallel.h"
 
 namespace msa::dist {
 namespace {
@@ -28,7 +28,7 @@ model::GenerateResult run_ranks(const std::string& backend, int world, const Run
   World w(backend, world);
   model::GenerateResult out;
   w.run([&](Communicator& c) {
-    const model::Weights shard = shard_weights(model::testing::tiny_weights(), c.rank(), c.world());
+    const model::Weights shard = model::shard_weights(model::testing::tiny_weights(), c.rank(), c.world());
     model::Model m(c.device(), shard, s.dtype, false, &c);
     hal::Device::Owned vis;
     if (s.video) vis = model::encode_video_rows(m, model::testing::tiny_video(), static_cast<int>(s.text.size()));
@@ -44,14 +44,14 @@ model::GenerateResult run_ranks(const std::string& backend, int world, const Run
 
 TEST(HeadParallel, ShardConfigDividesHeadsAndMlp) {
   const model::Config& c = model::testing::tiny_weights().config;
-  const model::Config s = shard_config(c, 2);
+  const model::Config s = model::shard_config(c, 2);
   EXPECT_EQ(s.num_attention_heads, c.num_attention_heads / 2);
   EXPECT_EQ(s.num_key_value_heads, c.num_key_value_heads / 2);
   EXPECT_EQ(s.sparse_num_index_heads, c.sparse_num_index_heads / 2);
   EXPECT_EQ(s.intermediate_size, c.intermediate_size / 2);
   EXPECT_EQ(s.hidden_size, c.hidden_size);
   try {
-    shard_config(c, 3);
+    model::shard_config(c, 3);
     FAIL() << "3 ranks cannot split 2 KV heads";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--gpus"), std::string::npos) << e.what();
@@ -60,7 +60,7 @@ TEST(HeadParallel, ShardConfigDividesHeadsAndMlp) {
 
 TEST(HeadParallel, ShardsTileTheOriginalWeights) {
   const model::Weights& w = model::testing::tiny_weights();
-  const model::Weights a = shard_weights(w, 0, 2), b = shard_weights(w, 1, 2);
+  const model::Weights a = model::shard_weights(w, 0, 2), b = model::shard_weights(w, 1, 2);
   const std::string q = "model.layers.1.self_attn.q_proj.weight", o = "model.layers.1.self_attn.o_proj.weight";
   const auto& full_q = w.at(q);
   ASSERT_EQ(a.at(q).shape[0] * 2, full_q.shape[0]);

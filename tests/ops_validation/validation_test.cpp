@@ -102,34 +102,34 @@ TEST(OpsValidation, ValidProblemRuns) {
 // scores the indexer writes, over the same batch).
 TEST(OpsValidation, IndexerTopkLinksItsOps) {
   Problem p;
-  ASSERT_NO_THROW(msa::ops::indexer_topk(*p.dev, p.indexer(), p.topk()));
+  ASSERT_NO_THROW((msa::ops::indexer_topk(*p.dev, {p.indexer(), p.topk()})));
   msa::ops::IndexerScoreArgs i = p.indexer();
   i.NQ = 3;
-  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, i, p.topk()); }, "block_score");  // indexer_score's own check
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, {i, p.topk()}); }, "block_score");  // indexer_score's own check
   msa::ops::BlockTopkArgs t = p.topk();
   t.block_score = p.block_idx;
-  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, p.indexer(), t); }, "block_score");  // block_topk's own check
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, {p.indexer(), t}); }, "block_score");  // block_topk's own check
   // A score tensor of the right shape that is not the indexer's output.
   auto other = msa::hal::to_device(*p.dev, HostTensor(DType::f32, {2, 2, 3}));
   t = p.topk();
   t.block_score = other.tensor;
-  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, p.indexer(), t); }, "block_score");
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, {p.indexer(), t}); }, "block_score");
   t = p.topk();
   t.Bs = 16;  // passes block_topk's own checks, but the keys' blocks are of 8
-  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, p.indexer(), t); }, "Bs");
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, {p.indexer(), t}); }, "Bs");
   t = p.topk();
   t.block_idx = msa::hal::Tensor(p.qi.buffer, DType::i32, {2, 2, 2});  // over the indexer's queries
-  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, p.indexer(), t); }, "block_idx");
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, {p.indexer(), t}); }, "block_idx");
   auto kv_copy = msa::hal::to_device(*p.dev, msa::hal::to_host(*p.dev, p.kv_len));
   t = p.topk();
   t.kv_len = kv_copy.tensor;
-  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, p.indexer(), t); }, "kv_len");
+  expect_arg_error([&] { msa::ops::indexer_topk(*p.dev, {p.indexer(), t}); }, "kv_len");
 }
 
 // On a backend without a fused kernel, indexer_topk is exactly the two ops in order.
 TEST(OpsValidation, IndexerTopkEqualsTheTwoOps) {
   Problem p;
-  msa::ops::indexer_topk(*p.dev, p.indexer(), p.topk());
+  msa::ops::indexer_topk(*p.dev, {p.indexer(), p.topk()});
   const HostTensor score = msa::hal::to_host(*p.dev, p.block_score), idx = msa::hal::to_host(*p.dev, p.block_idx);
   const HostTensor cnt = msa::hal::to_host(*p.dev, p.block_cnt);
   p.dev->stream().fill_bytes(p.block_score, 0);

@@ -22,7 +22,7 @@ class EmuDevice final : public hal::Device {
     props_.smem_optin = 64 * 1024;
     props_.memory_bytes = size_t{1} << 30;
     stream_ = std::make_unique<Stream>(name_, props_);
-    table_ = make_portable_table();
+    table_ = make_kernel_table();
   }
   std::string name() const override { return name_; }
   hal::DeviceInfo info() const override {

@@ -8,26 +8,28 @@
 // storage-buffer binding (maxStorageBufferRange: 4 GiB on NVIDIA; B = 8 at 1M is 8 GiB
 // each) go to the GQA kernel's variant that reads them through buffer device addresses;
 // other paths refuse them.
+// The shared host side of the forward attention ops (sparse_block_attention,
+// dense_attention, patch_attention_3d, each in <op>.cpp).
+#pragma once
 #include <algorithm>
 
 #include "backends/vulkan/kernel_util.h"
-#include "backends/vulkan/kernels.h"
 #include "backends/vulkan/launch.h"
 #include "backends/vulkan/push_constants.h"
+#include "ops/args.h"
 
 namespace msa::vulkan {
-namespace {
 
-constexpr int64_t kMaxD = 256;  // MAX_D of attn_core.glsl
+inline constexpr int64_t kMaxD = 256;  // MAX_D of attn_core.glsl
 
-std::string check_head_dim(int64_t D) {
+inline std::string check_head_dim(int64_t D) {
   if (D > kMaxD) return "head dim D = " + std::to_string(D) + " > " + std::to_string(kMaxD);
   return "";
 }
 
 // Below this many (token, head) rows a call is split over the key set so that the GPU
 // gets at least about this many workgroups (decode: T * Hq = 64 per sequence).
-constexpr uint64_t kTargetGroups = 1024;
+inline constexpr uint64_t kTargetGroups = 1024;
 
 // The sizes every paged-attention kernel's push constants share, and the scale.
 template <typename PC, typename Args>
@@ -63,9 +65,9 @@ void bind_paged(Launch& l, PC& pc, const Args& a, const hal::Tensor& block_idx, 
 }
 
 // The fields every attention kernel's push constants share (off_out, off_lse ...).
-AttentionPC& fields(AttentionPC& p) { return p; }
-AttnGqaPC& fields(AttnGqaPC& p) { return p; }
-AttnGqaPC& fields(AttnGqaBdaPC& p) { return p.p; }
+inline AttentionPC& fields(AttentionPC& p) { return p; }
+inline AttnGqaPC& fields(AttnGqaPC& p) { return p; }
+inline AttnGqaPC& fields(AttnGqaBdaPC& p) { return p.p; }
 
 // Records attention kernel `<prefix>_<dt>` over `groups` workgroups writing out / lse
 // (n_split == 1), or `<prefix>_split_<dt>` over groups * n_split workgroups writing f32
@@ -111,9 +113,9 @@ void run_attention(hal::Stream& s, const Args& a, const std::string& prefix, PC&
 }
 
 // ---- GQA path of sparse_block_attention (shaders/attention_gqa.comp) ----------------
-constexpr uint32_t kGqaWgs = 128;          // WGS of attention_gqa.comp
-constexpr uint32_t kGqaRows = 16;          // ROWS: largest G
-constexpr uint32_t kGqaShared = 32 << 10;  // shared memory it needs, rounded up
+inline constexpr uint32_t kGqaWgs = 128;          // WGS of attention_gqa.comp
+inline constexpr uint32_t kGqaRows = 16;          // ROWS: largest G
+inline constexpr uint32_t kGqaShared = 32 << 10;  // shared memory it needs, rounded up
 // Split-KV for decode-sized calls: each workgroup takes kGqaUnits tiles (64 keys at 16-bit
 // types), so a larger batch gets more workgroups, not longer ones: a decode workgroup's
 // time is its chain of dependent loads and barriers, and the GPU runs many at once. (A
@@ -121,13 +123,13 @@ constexpr uint32_t kGqaShared = 32 << 10;  // shared memory it needs, rounded up
 // 2 in 128: twice the chain, and a call time that grows with the batch.)
 // Splits only grow past kGqaMaxGroups workgroups (large batches, prefill).
 // MSA_VK_GQA_UNITS / MSA_VK_GQA_GROUPS override both (A/B runs).
-constexpr uint32_t kGqaUnits = 2;
-constexpr uint64_t kGqaMaxGroups = 8192;
+inline constexpr uint32_t kGqaUnits = 2;
+inline constexpr uint64_t kGqaMaxGroups = 8192;
 
-uint32_t gqa_tile_keys(hal::DType t) { return t == hal::DType::f32 ? 16 : 32; }  // TK
+inline uint32_t gqa_tile_keys(hal::DType t) { return t == hal::DType::f32 ? 16 : 32; }  // TK
 
 // "" when the GQA kernel handles this call, else why not (then attention.comp runs it).
-std::string gqa_unsupported(const ops::SparseAttentionArgs& a) {
+inline std::string gqa_unsupported(const ops::SparseAttentionArgs& a) {
   const Caps& caps = device_of(a.q, "q").caps();
   if (a.Qb != 1) return "Qb > 1";
   const int64_t Hq = a.q.dim(1), Hkv = a.k_cache.dim(1), D = a.q.dim(2);
@@ -142,11 +144,11 @@ std::string gqa_unsupported(const ops::SparseAttentionArgs& a) {
 }
 
 // Whether the GQA kernel takes K/V by device address (caches past one binding, or forced).
-bool gqa_by_address(const ops::SparseAttentionArgs& a) {
+inline bool gqa_by_address(const ops::SparseAttentionArgs& a) {
   return use_addresses(device_of(a.q, "q"), {&a.k_cache, &a.v_cache});
 }
 
-void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
+inline void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
   const char* name = "sparse_block_attention";
   const hal::OpId op = hal::OpId::sparse_block_attention;
   const bool by_address = gqa_by_address(a);
@@ -225,61 +227,6 @@ std::string supports_paged(const Args& a, const hal::Tensor& block_idx) {
   if (a.q.dim(0) * a.q.dim(1) >= (int64_t{1} << 32)) return "T * Hq >= 2^32";
   return check_bindable(dev,
                         {&a.q, &a.k_cache, &a.v_cache, &a.block_table, &a.kv_len, &a.cu_q, &block_idx, &a.out, &a.lse});
-}
-
-}  // namespace
-
-void sparse_block_attention(hal::Stream& s, const ops::SparseAttentionArgs& a) {
-  if (gqa_unsupported(a).empty()) {
-    sparse_gqa(s, a);
-    return;
-  }
-  paged_attention(s, a, a.block_idx, a.Qb, a.NQ, a.mode == ops::SelectionMode::shared,
-                  hal::OpId::sparse_block_attention);
-}
-
-std::string supports_sparse_block_attention(const ops::SparseAttentionArgs& a) {
-  if (gqa_unsupported(a).empty() && gqa_by_address(a)) {
-    const VulkanDevice& dev = device_of(a.q, "q");
-    if (std::string why = check_head_dim(a.q.dim(2)); !why.empty()) return why;
-    if (a.q.dim(0) * a.q.dim(1) >= (int64_t{1} << 32)) return "T * Hq >= 2^32";
-    for (const hal::Tensor* kv : {&a.k_cache, &a.v_cache})
-      if (std::string why = check_addressable(dev, *kv, 16); !why.empty()) return why;
-    return check_bindable(dev, {&a.q, &a.block_table, &a.kv_len, &a.cu_q, &a.block_idx, &a.out, &a.lse});
-  }
-  return supports_paged(a, a.block_idx);
-}
-
-void dense_attention(hal::Stream& s, const ops::DenseAttentionArgs& a) {
-  paged_attention(s, a, hal::Tensor{}, 1, 0, false, hal::OpId::dense_attention);
-}
-
-std::string supports_dense_attention(const ops::DenseAttentionArgs& a) { return supports_paged(a, hal::Tensor{}); }
-
-void patch_attention_3d(hal::Stream& s, const ops::PatchAttention3dArgs& a) {
-  const char* name = "patch_attention_3d";
-  PatchAttentionPC pc{};
-  Launch l(s, "patch_attention_" + tag(a.q.dtype), hal::OpId::patch_attention_3d);
-  pc.off_q = l.bind(a.q, "q");
-  pc.off_k = l.bind(a.k, "k");
-  pc.off_v = l.bind(a.v, "v");
-  pc.off_items = l.bind(a.items, "items");
-  pc.off_out = l.bind(a.out, "out");
-  pc.off_lse = l.bind(a.lse, "lse");
-  pc.N = u32(a.q.dim(0), name, "q");
-  pc.H = u32(a.q.dim(1), name, "q");
-  pc.D = u32(a.q.dim(2), name, "q");
-  pc.n_items = a.items.present() ? u32(a.items.dim(0), name, "items") : 0;
-  pc.window = u32(a.window, name, "window");
-  pc.scale = a.scale;
-  l.run(pc, uint64_t{pc.N} * pc.H);
-}
-
-std::string supports_patch_attention_3d(const ops::PatchAttention3dArgs& a) {
-  const VulkanDevice& dev = device_of(a.q, "q");
-  if (std::string why = check_head_dim(a.q.dim(2)); !why.empty()) return why;
-  if (a.q.dim(0) * a.q.dim(1) >= (int64_t{1} << 32)) return "N * H >= 2^32";
-  return check_bindable(dev, {&a.q, &a.k, &a.v, &a.items, &a.out, &a.lse});
 }
 
 }  // namespace msa::vulkan

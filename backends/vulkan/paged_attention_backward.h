@@ -7,18 +7,19 @@
 //    validates the index data as the forward does, with the same device error flags);
 //  - dk_cache / dv_cache: one workgroup per slab sums over its entries' tokens and query
 //    heads in that order, no atomics (shaders/paged_attention_backward.dkv.comp).
+// The shared part of the two ops (each in <op>.cpp).
+#pragma once
 #include <algorithm>
 
 #include "backends/vulkan/block_inverse.h"
 #include "backends/vulkan/kernel_util.h"
-#include "backends/vulkan/kernels.h"
 #include "backends/vulkan/launch.h"
 #include "backends/vulkan/push_constants.h"
+#include "ops/args.h"
 
 namespace msa::vulkan {
-namespace {
 
-constexpr int64_t kMaxBackwardD = 256;  // MAX_D of attn_backward.glsl
+inline constexpr int64_t kMaxBackwardD = 256;  // MAX_D of attn_backward.glsl
 
 template <typename Args>
 PagedSelection selection_of(const Args& a, const hal::Tensor& block_idx, int Qb, int64_t NQ, bool shared,
@@ -41,7 +42,7 @@ PagedSelection selection_of(const Args& a, const hal::Tensor& block_idx, int Qb,
 }
 
 // The delta of every (token, query head) row, after the inverse index.
-uint64_t delta_words(const hal::Tensor& q) { return static_cast<uint64_t>(q.dim(0) * q.dim(1)); }
+inline uint64_t delta_words(const hal::Tensor& q) { return static_cast<uint64_t>(q.dim(0) * q.dim(1)); }
 
 template <typename Args>
 void paged_backward(hal::Stream& s, const Args& a, const hal::Tensor& block_idx, int Qb, int64_t NQ, bool shared,
@@ -106,26 +107,6 @@ std::string supports_paged_backward(const Args& a, const hal::Tensor& block_idx,
       !why.empty())
     return why;
   return block_inverse_unsupported(dev, selection_of(a, block_idx, Qb, NQ, shared, name), delta_words(a.q));
-}
-
-}  // namespace
-
-void sparse_block_attention_backward(hal::Stream& s, const ops::SparseAttentionBackwardArgs& a) {
-  paged_backward(s, a, a.block_idx, a.Qb, a.NQ, a.mode == ops::SelectionMode::shared,
-                 hal::OpId::sparse_block_attention_backward);
-}
-
-std::string supports_sparse_block_attention_backward(const ops::SparseAttentionBackwardArgs& a) {
-  return supports_paged_backward(a, a.block_idx, a.Qb, a.NQ, a.mode == ops::SelectionMode::shared,
-                                 "sparse_block_attention_backward");
-}
-
-void dense_attention_backward(hal::Stream& s, const ops::DenseAttentionBackwardArgs& a) {
-  paged_backward(s, a, hal::Tensor{}, 1, 0, false, hal::OpId::dense_attention_backward);
-}
-
-std::string supports_dense_attention_backward(const ops::DenseAttentionBackwardArgs& a) {
-  return supports_paged_backward(a, hal::Tensor{}, 1, 0, false, "dense_attention_backward");
 }
 
 }  // namespace msa::vulkan

@@ -11,13 +11,13 @@
 #include "model/config.h"
 #include "model/weights.h"
 
-namespace msa::dist {
+namespace msa::model {
 
 // The configuration one rank runs: heads and intermediate width divided by `world`.
 // Throws msa::Error naming --gpus when the model's heads or MLP do not divide.
-MSA_API model::Config shard_config(const model::Config& c, int world);
+MSA_API Config shard_config(const Config& c, int world);
 
 // Rank `rank`'s slices of every tensor (config: shard_config(w.config, world)).
-MSA_API model::Weights shard_weights(const model::Weights& w, int rank, int world);
+MSA_API Weights shard_weights(const Weights& w, int rank, int world);
 
-}  // namespace msa::dist
+}  // namespace msa::model

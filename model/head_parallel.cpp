@@ -1,11 +1,11 @@
-#include "dist/head_parallel.h"
+#include "model/head_parallel.h"
 
 #include <cstring>
 #include <string>
 
 #include "hal/error.h"
 
-namespace msa::dist {
+namespace msa::model {
 namespace {
 
 void require_divides(int64_t n, int world, const std::string& what) {
@@ -82,4 +82,4 @@ model::Weights shard_weights(const model::Weights& w, int rank, int world) {
   return out;
 }
 
-}  // namespace msa::dist
+}  // namespace msa::model
