@@ -1,6 +1,6 @@
 // The one list of backends, in `auto` preference order: CUDA, HIP, Vulkan, CPU SIMD,
 // then the reference. Each backend of the build is named explicitly under its #if; CUDA
-// and HIP are modules (backends/module_loader.h), loaded when first probed or opened.
+// and HIP are modules (hal/module_loader.h), loaded when first probed or opened.
 #include "hal/registry.h"
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "backends/cpu_ref/backend.h"
-#include "backends/module_loader.h"
+#include "hal/module_loader.h"
 #include "hal/error.h"
 #if MSA_HAVE_VULKAN
 #include "backends/vulkan/backend.h"

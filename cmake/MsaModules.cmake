@@ -1,6 +1,6 @@
 # The CUDA and HIP backends as modules: libmsa_backend_<name>.so, built next to libmsa and
 # installed beside it in lib/, that libmsa's registry dlopen()s when the backend is first
-# probed (backends/module_loader.cpp). A machine without the backend's runtime (libcudart,
+# probed (hal/module_loader.cpp). A machine without the backend's runtime (libcudart,
 # libamdhip64) then still runs everything else, and `msa devices` says why the backend is
 # absent.
 #

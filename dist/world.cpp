@@ -9,7 +9,7 @@
 #include <system_error>
 #include <thread>
 
-#include "backends/module_loader.h"
+#include "hal/module_loader.h"
 #include "dist/host_group.h"
 #include "hal/error.h"
 #include "hal/registry.h"

@@ -3,7 +3,7 @@
 // it, the backend's module entry (msa_backend_<name>_entry): the registry opens devices
 // through this copy of the backend instead of loading a second one from
 // libmsa_backend_<name>.so, whose state (stream slots, device handles) would be apart.
-#include "backends/module_loader.h"
+#include "hal/module_loader.h"
 
 namespace {
 

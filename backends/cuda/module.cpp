@@ -1,6 +1,6 @@
-// The CUDA backend's module entry point (backends/module.h): libmsa_backend_cuda.so.
+// The CUDA backend's module entry point (hal/backend_module.h): libmsa_backend_cuda.so.
 #include "backends/cuda/backend.h"
-#include "backends/module.h"
+#include "hal/backend_module.h"
 #if MSA_HAVE_NCCL
 #include "dist/nccl.h"
 #endif

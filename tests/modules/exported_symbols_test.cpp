@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/module_loader.h"
+#include "hal/module_loader.h"
 #include "hal/registry.h"
 
 namespace msa {

@@ -2,7 +2,7 @@
 // device. Built once usable and once per way the loader must refuse a module:
 // MSA_TEST_MODULE_ABI, _VERSION or _NAME give a wrong value; _NO_ENTRY leaves out the
 // entry point; _DEP makes it need a library the dynamic linker cannot find.
-#include "backends/module.h"
+#include "hal/backend_module.h"
 #include "hal/registry.h"
 
 #ifndef MSA_TEST_MODULE_ABI

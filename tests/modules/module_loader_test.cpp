@@ -10,7 +10,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "backends/module_loader.h"
+#include "hal/module_loader.h"
 #include "hal/registry.h"
 
 namespace msa {

@@ -1,4 +1,4 @@
-#include "backends/module_loader.h"
+#include "hal/module_loader.h"
 
 #include <dlfcn.h>
 #include <unistd.h>

@@ -8,10 +8,13 @@
 #include <memory>
 #include <vector>
 
-#include "dist/communicator.h"
 #include "hal/device.h"
 #include "hal/export.h"
 #include "hal/registry.h"
+
+namespace msa::dist {
+class Communicator;  // dist/communicator.h (a layer above hal)
+}
 
 // Changes when this struct, or how its functions are called, changes.
 inline constexpr int kMsaBackendModuleAbi = 1;

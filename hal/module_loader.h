@@ -1,8 +1,8 @@
-// Finding and opening the backend modules (backends/module.h) for the registry.
+// Finding and opening the backend modules (hal/backend_module.h) for the registry.
 #pragma once
 #include <string>
 
-#include "backends/module.h"
+#include "hal/backend_module.h"
 #include "hal/export.h"
 
 namespace msa::hal {
