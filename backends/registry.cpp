@@ -8,8 +8,8 @@
 #include <functional>
 
 #include "backends/cpu_ref/backend.h"
-#include "hal/module_loader.h"
 #include "hal/error.h"
+#include "hal/module_loader.h"
 #if MSA_HAVE_VULKAN
 #include "backends/vulkan/backend.h"
 #endif

@@ -9,9 +9,9 @@
 #include <system_error>
 #include <thread>
 
-#include "hal/module_loader.h"
 #include "dist/host_group.h"
 #include "hal/error.h"
+#include "hal/module_loader.h"
 #include "hal/registry.h"
 
 namespace msa::dist {

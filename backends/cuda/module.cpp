@@ -11,7 +11,11 @@ extern "C" MSA_API const msa_backend_module* msa_backend_module_v1() {
 #else
   constexpr decltype(msa_backend_module::make_communicators) communicators = nullptr;
 #endif
-  static const msa_backend_module m{kMsaBackendModuleAbi, "cuda", MSA_VERSION_STRING, &msa::cuda::probe,
-                                    &msa::cuda::open_device, communicators};
+  static const msa_backend_module m{.abi = kMsaBackendModuleAbi,
+                                    .name = "cuda",
+                                    .msa_version = MSA_VERSION_STRING,
+                                    .probe = &msa::cuda::probe,
+                                    .open_device = &msa::cuda::open_device,
+                                    .make_communicators = communicators};
   return &m;
 }

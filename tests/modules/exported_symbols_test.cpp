@@ -31,8 +31,7 @@ std::vector<std::string> exported(const std::string& file) {
 
 bool starts(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
-const char* const kBackendNamespaces[] = {"msa::cpu::", "msa::cpu_ref::", "msa::vulkan::", "msa::cuda::",
-                                          "msa::hip::"};
+const char* const kBackendNamespaces[] = {"msa::cpu::", "msa::cpu_ref::", "msa::vulkan::", "msa::cuda::", "msa::hip::"};
 
 TEST(ExportedSymbols, LibmsaExportsMsaApiOnly) {
   const auto names = exported(MSA_TEST_LIBMSA);

@@ -42,8 +42,12 @@ std::unique_ptr<msa::hal::Device> open_device(int index) {
 
 #if !MSA_TEST_MODULE_NO_ENTRY
 extern "C" MSA_API const msa_backend_module* msa_backend_module_v1() {
-  static const msa_backend_module m{MSA_TEST_MODULE_ABI, MSA_TEST_MODULE_NAME, MSA_TEST_MODULE_VERSION, &probe,
-                                    &open_device, nullptr};
+  static const msa_backend_module m{.abi = MSA_TEST_MODULE_ABI,
+                                    .name = MSA_TEST_MODULE_NAME,
+                                    .msa_version = MSA_TEST_MODULE_VERSION,
+                                    .probe = &probe,
+                                    .open_device = &open_device,
+                                    .make_communicators = nullptr};
   return &m;
 }
 #else

@@ -5,10 +5,10 @@
 // must load from libmsa's folder.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "hal/module_loader.h"
 #include "hal/registry.h"
