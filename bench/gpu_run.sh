@@ -129,7 +129,7 @@ fi
 if has test; then
   for t in cuda vulkan; do
     say "msa_tests_$t"
-    timeout 90 "$(suite $t)" > "$LOG_DIR/test_$t.log" 2>&1
+    timeout 240 "$(suite $t)" > "$LOG_DIR/test_$t.log" 2>&1
     note "msa_tests_$t rc=$? $(passed "$LOG_DIR/test_$t.log")"
   done
   pack
