@@ -3,7 +3,7 @@
 #include <string>
 
 #include "backends/cuda/device.h"
-#include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
+#include "backends/cuda/kernels/indexer_score/decode_mma.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/training_limits.h"
 

@@ -1,5 +1,6 @@
-// Entry points of the CUDA backend's kernels, one per op (kernels/portable/<op>.cu; the
-// tuned CUDA-only variants are selected inside these). table.cpp registers them.
+// Entry points of the CUDA backend's kernels, one per op (kernels/portable/<op>.cu, or
+// kernels/<op>/entry.cu where a chooser picks among CUDA-only variants and the portable
+// kernel). table.cpp registers them.
 #pragma once
 #include "backends/cuda/vendor.h"
 #include "hal/stream.h"
@@ -32,19 +33,5 @@ void indexer_kl(hal::Stream&, const ops::IndexerKlArgs&);
 
 // Largest block_score row block_topk handles (its keys live in shared memory).
 inline constexpr int kTopkMaxBlocks = 32768;
-
-#if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
-// CUDA-only: y = x W^T (+ bias) through cuBLAS (kernels/cuda_only/cublas_matmul.cu).
-// Returns false when this dtype is not routed to cuBLAS.
-bool cublas_matmul(hal::Stream&, const ops::MatmulArgs&);
-// CUDA-only: indexer_score on tensor cores for prefill-like batches (many queries per
-// sequence; kernels/cuda_only/indexer_tc.cu). Returns false, launching nothing, on the
-// portable tier and for shapes or dtypes it does not cover.
-bool launch_tc_indexer(hal::Stream&, const ops::IndexerScoreArgs&);
-// CUDA-only Hopper tier: the same on wgmma + TMA (kernels/cuda_only/indexer_wgmma.cu) for
-// sm_90 and bf16 qi/keys; false (nothing launched) elsewhere or with
-// MSA_CUDA_WGMMA_INDEXER=0.
-bool launch_wgmma_indexer(hal::Stream&, const ops::IndexerScoreArgs&);
-#endif
 
 }  // namespace msa::MSA_GPU_NS

@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) paged_dkdv_kerne
 }
 
 // A paged backward call as the CUDA-only tensor-core tier takes it
-// (kernels/cuda_only/attention_backward_mma.cu): `p` with the batch, the selection, the
+// (kernels/attention_backward/mma.cu): `p` with the batch, the selection, the
 // tensors, heads, dims, scale and Hb set (paged_backward's first part), plus `out`.
 struct PagedBackwardCall {
   PagedGrad p;

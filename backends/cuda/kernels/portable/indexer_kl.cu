@@ -39,7 +39,7 @@ int64_t pass_bytes(const Stream& st) {
 }  // namespace
 
 void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
-  if (launch_mma_indexer_kl(s, a)) return;  // CUDA native tier: tensor cores (cuda_only/indexer_kl_mma.cu)
+  if (launch_mma_indexer_kl(s, a)) return;  // CUDA native tier: tensor cores (indexer_kl/mma.cu)
   auto& st = gpu_stream(s);
   const int64_t T = a.q.dim(0), Hq = a.q.dim(1), D = a.q.dim(2);
   const int64_t P = a.k_cache.dim(0), Hkv = a.k_cache.dim(1), Bs = a.k_cache.dim(2);

@@ -14,10 +14,10 @@
 #include <algorithm>
 #include <climits>
 
-#include "backends/cuda/kernels/cuda_only/backward_mma_index.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_index.cuh"
 #include "backends/cuda/kernels/cuda_only/indexer_kl_mma.h"
-#include "backends/cuda/kernels/cuda_only/indexer_kl_mma_dki.cuh"
-#include "backends/cuda/kernels/cuda_only/indexer_kl_mma_rows.cuh"
+#include "backends/cuda/kernels/indexer_kl/mma_dki.cuh"
+#include "backends/cuda/kernels/indexer_kl/mma_rows.cuh"
 #include "hal/env.h"
 
 namespace msa::cuda {

@@ -25,8 +25,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/backward_mma_dkdv.cuh"
-#include "backends/cuda/kernels/cuda_only/indexer_kl_mma.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_dkdv.cuh"
+#include "backends/cuda/kernels/indexer_kl/mma.cuh"
 
 namespace msa::cuda::klmma {
 

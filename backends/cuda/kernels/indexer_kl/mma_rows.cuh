@@ -12,7 +12,7 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/indexer_kl_mma.cuh"
+#include "backends/cuda/kernels/indexer_kl/mma.cuh"
 
 namespace msa::cuda::klmma {
 

@@ -11,8 +11,8 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/attention_backward_mma.cuh"
-#include "backends/cuda/kernels/cuda_only/backward_mma_work.cuh"
+#include "backends/cuda/kernels/attention_backward/mma.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_work.cuh"
 #include "backends/cuda/kernels/portable/attention_backward.cuh"
 
 namespace msa::cuda::bwd {

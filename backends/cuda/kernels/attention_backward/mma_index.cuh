@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/backward_mma_work.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_work.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/training_index.cuh"
 #include "hal/env.h"

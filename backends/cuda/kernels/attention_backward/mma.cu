@@ -17,9 +17,9 @@
 #include <algorithm>
 #include <climits>
 
-#include "backends/cuda/kernels/cuda_only/backward_mma_dkdv.cuh"
-#include "backends/cuda/kernels/cuda_only/backward_mma_dq.cuh"
-#include "backends/cuda/kernels/cuda_only/backward_mma_index.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_dkdv.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_dq.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_index.cuh"
 #include "backends/cuda/kernels/portable/attention_backward.cuh"
 #include "hal/env.h"
 

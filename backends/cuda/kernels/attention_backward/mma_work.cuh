@@ -10,7 +10,7 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/attention_backward_mma.cuh"
+#include "backends/cuda/kernels/attention_backward/mma.cuh"
 
 namespace msa::cuda::bwd {
 
