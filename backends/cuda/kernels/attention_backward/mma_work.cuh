@@ -14,7 +14,6 @@
 
 namespace msa::cuda::bwd {
 
-inline constexpr int kEntChunk = 1024;  // entries an item may span: its tokens < kEntChunk
 
 // The key tiles (block c, page, first key k0; the block's slots for `walk`) of the blocks
 // token `walk` attends with selection row `row`, kKeys keys at a time. Lane l holds entry

@@ -216,7 +216,7 @@ __device__ __forceinline__ void select_row(const float* srow, const RowInfo& ri,
     key[i] = c < ri.nvalid ? select_key(ri, c, sv[i]) : 0u;
     blk[i] = c;
   }
-  const unsigned take = select_top_adaptive<PER>(key, k, sc);
+  const unsigned take = select_top<PER>(key, k, sc);
   const int total = compact_taken<PER, int32_t>(take, blk, out, nullptr, nullptr, sc);
   for (int i = total + tid; i < k; i += kThreads) out[i] = -1;
   if (tid == 0) *cnt = total;
