@@ -237,17 +237,8 @@ PagedBackwardCall bind_paged_backward(Stream& st, const Args& a, const PagedSele
   const int64_t T = a.q.dim(0), Hq = a.q.dim(1), D = a.q.dim(2);
   const int64_t P = a.k_cache.dim(0), Hkv = a.k_cache.dim(1), Bs = a.k_cache.dim(2);
   PagedGrad p;
-  p.sets.bt = paged_batch(st, a.cu_q, a.kv_len, a.block_table, a.k_cache, T, op);
   const bool sparse = sel.block_idx != nullptr;
-  if (sparse) {
-    p.sets.bidx = sel.block_idx->data<int32_t>();
-    p.sets.k = static_cast<int>(sel.block_idx->dim(2));
-    p.sets.Hs = static_cast<int>(sel.block_idx->dim(1));
-    p.sets.Qb = sel.Qb;
-    p.sets.NQ = sel.NQ;
-  } else {
-    p.sets.NQ = p.sets.bt.B;
-  }
+  p.sets = attend_sets(st, a, T, sel.block_idx, sel.Qb, sel.NQ, op);
   p.q = a.q.template data<void>();
   p.dout = a.dout.template data<void>();
   p.kc = a.k_cache.template data<void>();
