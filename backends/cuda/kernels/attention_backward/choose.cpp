@@ -5,15 +5,13 @@
 
 #include <climits>
 
+#include "backends/cuda/kernels/common/aligned.h"
 #include "backends/cuda/kernels/attention_backward/mma_layout.h"
 #include "backends/cuda/kernels/portable/dq_tiling.h"
 
 namespace msa::cuda {
 namespace {
 
-bool aligned(const hal::Tensor& t, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(t.data<char>()) % bytes == 0;
-}
 
 template <typename Args>
 BackwardShape shape_of(const Args& a) {
@@ -27,8 +25,8 @@ BackwardShape shape_of(const Args& a) {
   s.Bs = a.k_cache.dim(2);
   s.B = a.kv_len.dim(0);
   s.MB = a.block_table.dim(1);
-  s.aligned = aligned(a.q, 16) && aligned(a.dout, 16) && aligned(a.out, 16) && aligned(a.k_cache, 16) &&
-              aligned(a.v_cache, 16) && aligned(a.dq, 8) && aligned(a.dk_cache, 8) && aligned(a.dv_cache, 8);
+  s.aligned = aligned_to(a.q, 16) && aligned_to(a.dout, 16) && aligned_to(a.out, 16) && aligned_to(a.k_cache, 16) &&
+              aligned_to(a.v_cache, 16) && aligned_to(a.dq, 8) && aligned_to(a.dk_cache, 8) && aligned_to(a.dv_cache, 8);
   return s;
 }
 

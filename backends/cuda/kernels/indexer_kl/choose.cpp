@@ -7,14 +7,12 @@
 #include <algorithm>
 #include <climits>
 
+#include "backends/cuda/kernels/common/aligned.h"
 #include "backends/cuda/kernels/indexer_kl/mma_layout.h"
 
 namespace msa::cuda {
 namespace {
 
-bool aligned(const hal::Tensor& t, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(t.data<char>()) % bytes == 0;
-}
 
 }  // namespace
 
@@ -39,8 +37,8 @@ KlShape kl_shape(const ops::IndexerKlArgs& a) {
     s.bidx_Hs = a.block_idx.dim(1);
     s.k = a.block_idx.dim(2);
   }
-  s.aligned = aligned(a.q, 16) && aligned(a.k_cache, 16) && aligned(a.qi, 16) && aligned(a.ki_cache, 16) &&
-              aligned(a.dqi, 8) && aligned(a.dki_cache, 8);
+  s.aligned = aligned_to(a.q, 16) && aligned_to(a.k_cache, 16) && aligned_to(a.qi, 16) && aligned_to(a.ki_cache, 16) &&
+              aligned_to(a.dqi, 8) && aligned_to(a.dki_cache, 8);
   return s;
 }
 

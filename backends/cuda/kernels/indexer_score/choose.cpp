@@ -4,14 +4,12 @@
 
 #include <climits>
 
+#include "backends/cuda/kernels/common/aligned.h"
 #include "backends/cuda/kernels/indexer_score/prefill_layout.h"
 
 namespace msa::cuda {
 namespace {
 
-bool aligned(const hal::Tensor& t, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(t.data<char>()) % bytes == 0;
-}
 bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 // Qb = 1 and at most 64 queries; keys bf16 with bf16 qi, fp8 with bf16/f16 qi, or NVFP4
@@ -100,10 +98,10 @@ IndexerShape indexer_shape(const ops::IndexerScoreArgs& a) {
   s.Bs = a.ki_cache.dim(1);
   s.NQ = a.NQ;
   s.Qb = a.Qb;
-  s.qi_16 = aligned(a.qi, 16);
-  s.keys_16 = aligned(a.ki_cache, 16);
-  s.scale_4 = !a.ki_scale.present() || aligned(a.ki_scale, 4);
-  s.scale_2 = !a.ki_scale.present() || aligned(a.ki_scale, 2);
+  s.qi_16 = aligned_to(a.qi, 16);
+  s.keys_16 = aligned_to(a.ki_cache, 16);
+  s.scale_4 = !a.ki_scale.present() || aligned_to(a.ki_scale, 4);
+  s.scale_2 = !a.ki_scale.present() || aligned_to(a.ki_scale, 2);
   return s;
 }
 
