@@ -100,10 +100,9 @@ if has check; then
   # (docs/tuning.md). They run side by side (correctness only; the cpu-ref side of each
   # uses the host's cores).
   ROUTINGS=${ROUTINGS:-"native: portable:MSA_CUDA_TIER=portable decode-off:MSA_CUDA_DECODE=0
-    cluster-off:MSA_CUDA_DECODE_CLUSTER=0 mma-indexer-off:MSA_CUDA_MMA_INDEXER=0
-    flash-off:MSA_CUDA_FLASH=0 topk-split-off:MSA_TOPK_SPLIT=0
-    wgmma-indexer-off:MSA_CUDA_WGMMA_INDEXER=0 wgmma-indexer-128:MSA_CUDA_WGMMA_INDEXER_ROWS=128
-    topk-one-block-off:MSA_TOPK_ONE_BLOCK=0 topk-adaptive-off:MSA_TOPK_ADAPTIVE=0
+    cluster-off:MSA_CUDA_DECODE_CLUSTER=0 indexer-portable:MSA_CUDA_INDEXER=0
+    flash-off:MSA_CUDA_FLASH=0 topk-register-off:MSA_TOPK_REGISTER=0
+    wgmma-indexer-off:MSA_CUDA_INDEXER=1 training-mma-off:MSA_CUDA_TRAINING_MMA=0
     flash-wgmma-off:MSA_CUDA_FLASH_WGMMA=0 flash-wgmma-lockstep:MSA_CUDA_FLASH_WGMMA=1
     cluster-merge-dsmem:MSA_CUDA_DECODE_CLUSTER_MERGE=1 cluster-merge-global:MSA_CUDA_DECODE_CLUSTER_MERGE=2
     cluster-tma:MSA_CUDA_DECODE_CLUSTER_TMA=1 fused-topk-off:MSA_CUDA_FUSED_TOPK=0"}
