@@ -1,8 +1,8 @@
 // The HIP backend's entries of the ops whose portable kernels CUDA also chooses among
 // (backends/cuda/kernels/portable/entries.h): HIP has the portable tier only, so each op
 // is its portable entry. table.cpp registers them under the same MSA_PORTABLE_<OP> guards.
-#include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/entries.h"
+#include "backends/cuda/kernels/kernels.h"
 
 namespace msa::MSA_GPU_NS {
 

@@ -23,9 +23,9 @@ IndexerShape m3_indexer(int64_t B, int64_t T, int64_t context, int Qb = 1) {
   s.NQ = B * ((T / B + Qb - 1) / Qb);
   return s;
 }
-const IndexerShape kDecode8 = m3_indexer(8, 8, 1 << 20);        // B = 8 at 1M
-const IndexerShape kDecode1 = m3_indexer(1, 1, 128 << 10);      // B = 1 at 128K
-const IndexerShape kPrefill = m3_indexer(1, 8192, 128 << 10);   // an 8K chunk at 128K
+const IndexerShape kDecode8 = m3_indexer(8, 8, 1 << 20);       // B = 8 at 1M
+const IndexerShape kDecode1 = m3_indexer(1, 1, 128 << 10);     // B = 1 at 128K
+const IndexerShape kPrefill = m3_indexer(1, 8192, 128 << 10);  // an 8K chunk at 128K
 const IndexerShape kPrefill64 = m3_indexer(1, 8192, 128 << 10, 64);
 
 IndexerKernel pick(const IndexerShape& s, const DeviceProps& pr, const Tuning& t = defaults()) {

@@ -10,8 +10,7 @@ namespace msa::cuda::test {
 namespace {
 
 // M3 rows: NQ query blocks x Hs = 4 selection heads of context / Bs blocks.
-TopkPlan m3_topk(int64_t NQ, int64_t context, const DeviceProps& pr, const Tuning& t = defaults(),
-                 bool slot = true) {
+TopkPlan m3_topk(int64_t NQ, int64_t context, const DeviceProps& pr, const Tuning& t = defaults(), bool slot = true) {
   return choose_block_topk(NQ * kHkv, static_cast<int>(context / kBs), kK, pr.sm_count, t, slot);
 }
 
@@ -54,8 +53,7 @@ TEST(ChooseMatmul, CublasOnTheNativeTier) {
   EXPECT_KERNEL(choose_matmul(m3, sm90(), with("tier", 0)), MatmulKernel::portable);
   EXPECT_KERNEL(choose_matmul({hal::DType::f32, 8, 8, 8}, sm90(), defaults()), MatmulKernel::cublas);
   EXPECT_KERNEL(choose_matmul({hal::DType::bf16, 8, 8, 0}, sm90(), defaults()), MatmulKernel::portable);
-  EXPECT_KERNEL(choose_matmul({hal::DType::bf16, int64_t{1} << 31, 8, 8}, sm90(), defaults()),
-                MatmulKernel::portable);
+  EXPECT_KERNEL(choose_matmul({hal::DType::bf16, int64_t{1} << 31, 8, 8}, sm90(), defaults()), MatmulKernel::portable);
 }
 
 }  // namespace

@@ -5,13 +5,12 @@
 
 #include <climits>
 
-#include "backends/cuda/kernels/common/aligned.h"
 #include "backends/cuda/kernels/attention_backward/mma_layout.h"
+#include "backends/cuda/kernels/common/aligned.h"
 #include "backends/cuda/kernels/portable/dq_tiling.h"
 
 namespace msa::cuda {
 namespace {
-
 
 template <typename Args>
 BackwardShape shape_of(const Args& a) {
@@ -26,7 +25,8 @@ BackwardShape shape_of(const Args& a) {
   s.B = a.kv_len.dim(0);
   s.MB = a.block_table.dim(1);
   s.aligned = aligned_to(a.q, 16) && aligned_to(a.dout, 16) && aligned_to(a.out, 16) && aligned_to(a.k_cache, 16) &&
-              aligned_to(a.v_cache, 16) && aligned_to(a.dq, 8) && aligned_to(a.dk_cache, 8) && aligned_to(a.dv_cache, 8);
+              aligned_to(a.v_cache, 16) && aligned_to(a.dq, 8) && aligned_to(a.dk_cache, 8) &&
+              aligned_to(a.dv_cache, 8);
   return s;
 }
 

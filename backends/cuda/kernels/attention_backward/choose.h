@@ -19,7 +19,7 @@ const char* kernel_name(BackwardKernel k);
 
 struct BackwardShape {
   hal::DType dtype = hal::DType::f32;
-  int64_t T = 0, Hq = 0, D = 0;   // q [T][Hq][D]
+  int64_t T = 0, Hq = 0, D = 0;    // q [T][Hq][D]
   int64_t P = 0, Hkv = 0, Bs = 0;  // k_cache [P][Hkv][Bs][D]
   int64_t B = 0, MB = 0;           // sequences, block_table columns
   bool sparse = false;             // block_idx [NQ][Hs][k] given
@@ -32,10 +32,10 @@ BackwardShape backward_shape(const ops::DenseAttentionBackwardArgs& a);
 
 // The tensor-core kernels' work geometry (its sizes bound the int prefixes and tickets).
 struct BackwardItems {
-  int64_t tpi = 1;     // tokens per dk/dv item
-  int chunks = 1;      // key chunks per slab
-  int64_t slabs = 0;   // P x Hkv
-  bool fits = false;   // every prefix, ticket and grid size fits an int
+  int64_t tpi = 1;    // tokens per dk/dv item
+  int chunks = 1;     // key chunks per slab
+  int64_t slabs = 0;  // P x Hkv
+  bool fits = false;  // every prefix, ticket and grid size fits an int
 };
 BackwardItems backward_items(const BackwardShape& s, const Tuning& t);
 

@@ -24,9 +24,7 @@ void run_backward(hal::Stream& s, const Args& a) {
 
 }  // namespace
 
-void sparse_block_attention_backward(hal::Stream& s, const ops::SparseAttentionBackwardArgs& a) {
-  run_backward(s, a);
-}
+void sparse_block_attention_backward(hal::Stream& s, const ops::SparseAttentionBackwardArgs& a) { run_backward(s, a); }
 
 void dense_attention_backward(hal::Stream& s, const ops::DenseAttentionBackwardArgs& a) { run_backward(s, a); }
 

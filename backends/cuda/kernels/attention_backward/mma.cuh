@@ -69,7 +69,6 @@ __device__ __forceinline__ void load_rows_a(const char* base, int64_t row0, int6
   }
 }
 
-
 // ldmatrix lane address of a 16 x 16 block of 16-bit rows at `base` (ROWB bytes each),
 // k-step kk: lanes 0-7 give rows 0-7 and lanes 8-15 rows 8-15 of column chunk 2 kk, lanes
 // 16-31 the same of chunk 2 kk + 1. Plain (ldsm_x4): the A fragment a0..a3 of those rows.

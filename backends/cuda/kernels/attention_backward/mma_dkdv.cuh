@@ -30,8 +30,6 @@
 
 namespace msa::cuda::bwd {
 
-
-
 // The item a block works on (warp 0 fills it).
 struct DkdvItem {
   int ticket;

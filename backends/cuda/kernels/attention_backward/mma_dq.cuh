@@ -17,7 +17,6 @@
 
 namespace msa::cuda::bwd {
 
-
 // One run of a warp's tile: tokens [ta, tb) (rows: token-major, heads h0 .. h0 + nh - 1),
 // the blocks `walk` attends (the run's last token) walked kDqKeys keys at a time. kShared:
 // every warp of the block runs this together over the same blocks (`walk`: the block's

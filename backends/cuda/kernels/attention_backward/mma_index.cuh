@@ -19,7 +19,6 @@ namespace msa::cuda::bwd {
 
 inline constexpr int kPrepThreads = 256;
 
-
 // tok[w] = tokens of sorted entry w (0 past the valid ones), tok[N] = 0: scanned in place
 // into the token prefix.
 template <int kThreads>

@@ -14,7 +14,7 @@ template <int DP>
 inline constexpr int kRowBytes = DP * 2 + 16;
 
 inline constexpr int kEntChunk = 1024;  // entries an item may span: its tokens < kEntChunk
-inline constexpr int kStages = 6;  // query tiles in shared memory (five in flight)
+inline constexpr int kStages = 6;       // query tiles in shared memory (five in flight)
 
 template <int DP, int KW>
 struct DkdvLayout {

@@ -14,7 +14,6 @@
 
 namespace msa::cuda::bwd {
 
-
 // The key tiles (block c, page, first key k0; the block's slots for `walk`) of the blocks
 // token `walk` attends with selection row `row`, kKeys keys at a time. Lane l holds entry
 // jb + l of the current 32-entry window; `pend` the window's valid lanes not walked yet.

@@ -11,10 +11,7 @@
 #include "backends/cuda/kernels/indexer_kl/mma_layout.h"
 
 namespace msa::cuda {
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 const char* kernel_name(KlKernel k) { return k == KlKernel::mma ? "mma" : "portable"; }
 

@@ -30,7 +30,6 @@
 
 namespace msa::cuda::klmma {
 
-
 // The item a block works on (warp 0 fills it).
 struct DkiItem {
   int ticket;

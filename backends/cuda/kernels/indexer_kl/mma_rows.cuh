@@ -16,7 +16,6 @@
 
 namespace msa::cuda::klmma {
 
-
 // One run of a warp's tile: tokens [ta, tb) of selection head g, the blocks `walk` (the
 // run's last token) attends.
 template <int DT, int DP>

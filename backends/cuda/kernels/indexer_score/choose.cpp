@@ -26,9 +26,7 @@ bool decode_mma_fits(const IndexerShape& s, const DeviceProps& pr, const Tuning&
 }
 
 // Prefill-like: many queries per sequence (decode-like calls go to the other kernels).
-bool prefill_like(const IndexerShape& s) {
-  return s.NQ > 0 && s.MB > 0 && s.T > 0 && s.B > 0 && s.T >= 8 * s.B;
-}
+bool prefill_like(const IndexerShape& s) { return s.NQ > 0 && s.MB > 0 && s.T > 0 && s.B > 0 && s.T >= 8 * s.B; }
 
 // sm_90a code in the build, qi and keys bf16 without scales, Di 64 or 128 (whole TMA
 // boxes), Bs a multiple of 128, Hi a power of two in [4, 64].
@@ -70,10 +68,14 @@ bool prefill_tc_fits(const IndexerShape& s, const DeviceProps& pr, const Tuning&
 
 const char* kernel_name(IndexerKernel k) {
   switch (k) {
-    case IndexerKernel::portable: return "portable";
-    case IndexerKernel::decode_mma: return "decode_mma";
-    case IndexerKernel::prefill_wgmma: return "prefill_wgmma";
-    case IndexerKernel::prefill_tc: return "prefill_tc";
+    case IndexerKernel::portable:
+      return "portable";
+    case IndexerKernel::decode_mma:
+      return "decode_mma";
+    case IndexerKernel::prefill_wgmma:
+      return "prefill_wgmma";
+    case IndexerKernel::prefill_tc:
+      return "prefill_tc";
   }
   return "?";
 }

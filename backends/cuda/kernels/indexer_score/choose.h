@@ -22,8 +22,8 @@ const char* kernel_name(IndexerKernel k);
 // What the choice reads from the arguments.
 struct IndexerShape {
   hal::DType qi = hal::DType::bf16, keys = hal::DType::bf16;
-  bool ki_scale = false;  // fp8 per-key scales given (NVFP4 group scales are always given)
-  bool lse = false;       // log-sum-exp pooling
+  bool ki_scale = false;          // fp8 per-key scales given (NVFP4 group scales are always given)
+  bool lse = false;               // log-sum-exp pooling
   int64_t T = 0, Hi = 0, Di = 0;  // qi [T][Hi][Di]
   int64_t B = 0, MB = 0;          // sequences, block_table columns
   int64_t P = 0, Bs = 0;          // key pages, tokens per page

@@ -45,10 +45,10 @@
 #include <string>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/indexer_score/choose.h"
 #include "backends/cuda/kernels/indexer_score/decode_mma.h"
 #include "backends/cuda/kernels/portable/indexer_batch.cuh"
-#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "backends/cuda/kernels/portable/topk_row.cuh"
@@ -59,9 +59,9 @@ namespace msa::cuda {
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kFusedPer = 8;                           // scores per thread of a select block (at most; 4 for <= 1024)
-constexpr int kFusedSlots = 8;                         // streams with their own counters
-constexpr int kFusedMaxNQ = kFusedTopkMaxNQ;           // query blocks per call (this kernel takes <= 64 queries)
+constexpr int kFusedPer = 8;                  // scores per thread of a select block (at most; 4 for <= 1024)
+constexpr int kFusedSlots = 8;                // streams with their own counters
+constexpr int kFusedMaxNQ = kFusedTopkMaxNQ;  // query blocks per call (this kernel takes <= 64 queries)
 static_assert(kFusedTopkMaxBlocks == kThreads * kFusedPer, "rows the fused select takes");
 static_assert(kThreads == kSelThreads, "the select's scratch is sized for this block");
 
@@ -527,11 +527,7 @@ Params decode_params(Stream& st, const ops::IndexerScoreArgs& a) {
   // Max pooling with a positive scale (NVFP4's logit scale scale * 2^7 finite) pools the
   // raw products and scales once.
   p.raw_max = nvfp4 && !p.pool_lse && a.scale > 0.0f && a.scale * 128.0f <= FLT_MAX;
-  // About 32 warps per SM, each owning a strided set of KV blocks of its query.
-  const int64_t want_warps = int64_t{st.props().sm_count} * 32;
-  const int64_t warps_per_qb = std::clamp<int64_t>(
-      (want_warps + std::max<int64_t>(a.NQ, 1) - 1) / std::max<int64_t>(a.NQ, 1), 1, std::max(p.bt.max_blocks, 1));
-  p.splits = static_cast<int>((warps_per_qb + kWarps - 1) / kWarps);
+  p.splits = indexer_splits(st, a.NQ, p.bt.max_blocks, kWarps);
   return p;
 }
 

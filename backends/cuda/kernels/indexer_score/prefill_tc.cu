@@ -40,20 +40,20 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/indexer_score/prefill.h"
 #include "backends/cuda/kernels/indexer_score/prefill_layout.h"
 #include "backends/cuda/kernels/indexer_score/prefill_tile.cuh"
-#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
-#include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/indexer_batch.cuh"
+#include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "hal/op_id.h"
 
 namespace msa::cuda {
 namespace {
 
-using namespace indexer_tc;  // kThreads, kRows, kChunk, kMaxSpan (prefill_layout.h)
-constexpr int kMinSpan = 16;   // fewest KV blocks worth a CTA of their own (Q tile: 64 KiB)
+using namespace indexer_tc;   // kThreads, kRows, kChunk, kMaxSpan (prefill_layout.h)
+constexpr int kMinSpan = 16;  // fewest KV blocks worth a CTA of their own (Q tile: 64 KiB)
 constexpr float kLn2 = 0.69314718055994531f, kLog2e = 1.4426950408889634f;
 
 struct TcIndexerParams {

@@ -1,5 +1,5 @@
 // CUDA-only Hopper tier (sm_90a): indexer_score for prefill on wgmma. Same function and
-// the same tiling as indexer_tc.cu (rows = (token, head) pairs of a W-aligned position
+// the same tiling as prefill_tc.cu (rows = (token, head) pairs of a W-aligned position
 // window, W = max(Qb, TM); columns = keys, 128 per step; gridDim.y splits each tile's
 // visible blocks; one writer per output entry, plain stores, deterministic), but:
 //
@@ -17,7 +17,7 @@
 //   for the stage, wait for its turn (named barrier), issue kMT wgmma m64n128k16 chains
 //   (K = Di), hand the turn to the other warpgroup, wait for the chains, release the stage,
 //   pooling epilogue. The turns make the two warpgroups ping-pong: one's epilogue runs
-//   while the other's chain keeps the tensor pipe busy (indexer_tc's mma.sync warps run
+//   while the other's chain keeps the tensor pipe busy (prefill_tc's mma.sync warps run
 //   both in lockstep and leave the pipe idle ~2/3 of the time, docs/performance.md). Two
 //   accumulator sets per warpgroup (issue step i + 1, then the epilogue of step i)
 //   compile to serialized wgmma (ptxas C7514/C7518: the conditional issue makes the
@@ -26,10 +26,10 @@
 //   the wgmma accumulator). At a block's end: Hi = 4 with Qb <= 4 reduces over tokens in
 //   registers (a warp's 16 rows are 4 tokens x 4 heads) and stores directly; otherwise the
 //   row scores go through shared memory and a named barrier of the 256 consumer threads,
-//   then indexer_tc's shuffle pooling (Qp = min(Qb, TM) tokens; Qp = 64 crosses two warps
+//   then prefill_tc's shuffle pooling (Qp = min(Qb, TM) tokens; Qp = 64 crosses two warps
 //   through shared memory and a second barrier).
 //
-// Masking as indexer_tc: key s counts for a row iff s <= pos(token); masked logits are
+// Masking as prefill_tc: key s counts for a row iff s <= pos(token); masked logits are
 // replaced by -inf (select), so NaN in unused slots or stale shared memory (unmapped pages:
 // the stage is not loaded) never reaches a pooled value.
 //
@@ -45,13 +45,13 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
+#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
+#include "backends/cuda/kernels/cuda_only/tensor_map.h"
 #include "backends/cuda/kernels/indexer_score/prefill.h"
 #include "backends/cuda/kernels/indexer_score/prefill_layout.h"
 #include "backends/cuda/kernels/indexer_score/prefill_tile.cuh"
-#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
-#include "backends/cuda/kernels/cuda_only/tensor_map.h"
-#include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/indexer_batch.cuh"
+#include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "hal/op_id.h"
 
@@ -60,7 +60,7 @@ namespace {
 
 // kConsumers, kThreads, kMT, kRows, kChunk, kStages, kMaxSpan, Layout (prefill_layout.h).
 using namespace indexer_wg;
-constexpr int kMinSpan = 16;   // fewest KV blocks worth a CTA of their own
+constexpr int kMinSpan = 16;  // fewest KV blocks worth a CTA of their own
 constexpr float kLn2 = 0.69314718055994531f, kLog2e = 1.4426950408889634f;
 
 struct WgIndexerParams {
@@ -74,7 +74,6 @@ struct WgIndexerParams {
   int nsplit = 1;
   float base = 1.0f;  // logit = dot * base: scale_i, times log2(e) for lse
 };
-
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -114,8 +113,7 @@ __device__ __forceinline__ void issue_step(float (&acc)[kMT][64], uint32_t a_bas
 #pragma unroll
     for (int kk = 0; kk < NP * 4; ++kk) {
       const uint32_t off = (kk % 4) * 32;  // k16 slice inside the 64-column panel kk / 4
-      const uint64_t da =
-          hopper::desc_kmajor_sw128(a_base + mt * 64 * 128 + (kk / 4) * (Layout<NP>::PANEL_Q) + off);
+      const uint64_t da = hopper::desc_kmajor_sw128(a_base + mt * 64 * 128 + (kk / 4) * (Layout<NP>::PANEL_Q) + off);
       const uint64_t db = hopper::desc_kmajor_sw128(b_base + (kk / 4) * (kChunk * 128) + off);
       hopper::wgmma_ss<kBF16, 128>(acc[mt], da, db, kk > 0);
     }
@@ -298,7 +296,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     rslot[j] = rrow[j] >> p.logHi;
   }
   const bool reg_pool = Hi == 4 && Qb <= 4;  // token pooling in registers (see the top)
-  // Shared-memory pooling roles (as indexer_tc): thread = (head ph, token slot ptt).
+  // Shared-memory pooling roles (as prefill_tc): thread = (head ph, token slot ptt).
   const int ph = tid >> p.logTM, ptt = tid & (TM - 1);
   const bool pactive = ph < Hi;  // warp-uniform: Hi * TM = rows is a multiple of 128
   const int prow = pactive ? ptt * Hi + ph : 0;

@@ -72,7 +72,6 @@ __global__ void __launch_bounds__(kThreads) dkdv_merge_kernel(PagedGrad p) {
   }
 }
 
-
 // A run of a dq tile: its tokens [ta, end), end <= t_end, of one sequence and query block
 // (the same attended blocks; `last` attends the most slots of each).
 struct TokenRun {
@@ -257,7 +256,8 @@ PagedBackwardCall bind_paged_backward(Stream& st, const Args& a, const PagedSele
 }
 
 inline PagedBackwardCall bind_backward(Stream& st, const ops::SparseAttentionBackwardArgs& a) {
-  return bind_paged_backward(st, a, PagedSelection{&a.block_idx, a.Qb, a.NQ}, hal::OpId::sparse_block_attention_backward);
+  return bind_paged_backward(st, a, PagedSelection{&a.block_idx, a.Qb, a.NQ},
+                             hal::OpId::sparse_block_attention_backward);
 }
 inline PagedBackwardCall bind_backward(Stream& st, const ops::DenseAttentionBackwardArgs& a) {
   return bind_paged_backward(st, a, PagedSelection{}, hal::OpId::dense_attention_backward);
@@ -292,8 +292,8 @@ inline void paged_backward_portable(Stream& st, const PagedBackwardCall& call) {
   MSA_DISPATCH_ACT(call.dtype, DT, {
     if (T > 0) {
       tile_delta_kernel<DT, kDeltaThreads>
-          <<<grid_for(T * Hq, kDeltaThreads, st.props()), kDeltaThreads, 0, st.native()>>>(
-              p.dout, call.out, T * Hq, p.D, delta);
+          <<<grid_for(T * Hq, kDeltaThreads, st.props()), kDeltaThreads, 0, st.native()>>>(p.dout, call.out, T * Hq,
+                                                                                           p.D, delta);
       MSA_CUDA_CHECK_LAUNCH();
     }
     MSA_DISPATCH_TILE_DP(D, DP, {

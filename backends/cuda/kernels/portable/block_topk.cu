@@ -199,7 +199,7 @@ constexpr int kSplitThreads = kTopkSplitThreads;  // block_topk_choose.h
 constexpr int kSplitMaxPer = kTopkSplitMaxPer;    // keys per thread: chunks and merges of <= 2048 keys
 constexpr int kSplitMaxK = kTopkSplitMaxK;
 static_assert(kSplitThreads == kSelThreads, "the select's scratch is sized for this block");
-constexpr int kTopkSlots = 8;           // streams with their own arrival counters
+constexpr int kTopkSlots = 8;  // streams with their own arrival counters
 static_assert(kSplitMaxK * 2 <= kSplitThreads * kSplitMaxPer, "a merge of two chunks fits the registers");
 
 // Per-row arrival counters: [slot][row]; zero at load, reset to zero by the merging chunk.

@@ -14,9 +14,9 @@ namespace msa::MSA_GPU_NS {
 inline constexpr int kTopkSplitThreads = 256;
 inline constexpr int kTopkSplitMaxPer = 8;
 inline constexpr int kTopkSplitMaxKeys = kTopkSplitThreads * kTopkSplitMaxPer;
-inline constexpr int kTopkSplitMaxS = 64;         // chunks per row (and S * k <= kTopkSplitMaxKeys: the merge)
-inline constexpr int kTopkSplitMaxK = 128;        // k of the split path
-inline constexpr int kTopkRowsPerSlot = 4096;     // rows per call on the split path
+inline constexpr int kTopkSplitMaxS = 64;      // chunks per row (and S * k <= kTopkSplitMaxKeys: the merge)
+inline constexpr int kTopkSplitMaxK = 128;     // k of the split path
+inline constexpr int kTopkRowsPerSlot = 4096;  // rows per call on the split path
 
 enum class TopkKernel {
   rows,       // a block per row, keys in shared memory, histogram rounds (any row)

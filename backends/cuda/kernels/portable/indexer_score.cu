@@ -14,10 +14,10 @@
 #include <cfloat>
 
 #include "backends/cuda/kernels/kernels.h"
-#include "backends/cuda/kernels/portable/launch.cuh"
-#include "backends/cuda/kernels/portable/seq.cuh"
 #include "backends/cuda/kernels/portable/entries.h"
 #include "backends/cuda/kernels/portable/indexer_batch.cuh"
+#include "backends/cuda/kernels/portable/launch.cuh"
+#include "backends/cuda/kernels/portable/seq.cuh"
 
 namespace msa::MSA_GPU_NS {
 namespace {
@@ -306,10 +306,7 @@ void indexer_score_portable(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   p.scale = a.scale;
   p.pool_lse = a.pool == ops::Pool::lse;
   if (p.bt.max_blocks == 0) return;
-  // Enough warps to fill the GPU: ~32 per SM, each owning a strided set of KV blocks.
-  const int64_t want_warps = int64_t{st.props().sm_count} * 32;
-  const int64_t warps_per_qb = std::clamp<int64_t>((want_warps + a.NQ - 1) / a.NQ, 1, p.bt.max_blocks);
-  p.splits = static_cast<int>((warps_per_qb + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  p.splits = indexer_splits(st, a.NQ, p.bt.max_blocks, kWarpsPerBlock);
   const unsigned grid = static_cast<unsigned>(a.NQ * p.splits);
   const bool small = p.Di <= 64;
   switch (a.ki_cache.dtype) {
