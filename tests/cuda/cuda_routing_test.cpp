@@ -67,6 +67,12 @@ TEST_P(CudaRouting, QuickCasesMatchReference) {
   EXPECT_GT(ran, 0) << "every quick case of " << r.ops << " was refused";
 }
 
+// Runs everywhere: every routing's filter names ops that have quick cases (a typo would
+// leave a GPU run with nothing to check).
+TEST(CudaRoutingCases, EveryRoutingHasQuickCases) {
+  for (const Routing& r : kRoutings) EXPECT_FALSE(make_cases("quick", r.ops).empty()) << r.knob << ": " << r.ops;
+}
+
 std::string routing_name(const ::testing::TestParamInfo<Routing>& info) {
   return std::string(info.param.knob) + "_" + info.param.value;
 }
