@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace msa::cuda::bwd {
 
@@ -69,16 +70,18 @@ inline int64_t tokens_per_item(int forced, int64_t G, int64_t tokens) {
 // small cases.
 inline int forced_item_tokens(int hook) { return std::clamp(hook, 0, kEntChunk - 1); }
 
-// Dynamic shared memory of the attention backward's dk/dv and dq kernels at head dim D
-// (padded to 64 or 128) and page size Bs.
-template <int DP>
-int smem_needed(int KW) {
-  const int dkdv = KW == 64 ? DkdvLayout<DP, 64>::BYTES : DkdvLayout<DP, 128>::BYTES;
-  return std::max(dkdv, DqLayout<DP>::BYTES);
+// Dynamic shared memory of a training op's two tensor-core kernels at head dim D (padded
+// to 64 or 128) and page size Bs: the larger of the KV-block-outer kernel's layout
+// Outer<DP, KW> (KW = chunk_keys(Bs)) and the query-outer kernel's Inner<DP>.
+template <template <int, int> class Outer, template <int> class Inner>
+int tiles_smem_bytes(int D, int Bs) {
+  const auto at = [Bs](auto dp) {
+    constexpr int DP = decltype(dp)::value;
+    const int outer = chunk_keys(Bs) == 64 ? Outer<DP, 64>::BYTES : Outer<DP, 128>::BYTES;
+    return std::max(outer, Inner<DP>::BYTES);
+  };
+  return D <= 64 ? at(std::integral_constant<int, 64>{}) : at(std::integral_constant<int, 128>{});
 }
-inline int backward_smem_bytes(int D, int Bs) {
-  const int KW = chunk_keys(Bs);
-  return D <= 64 ? smem_needed<64>(KW) : smem_needed<128>(KW);
-}
+inline int backward_smem_bytes(int D, int Bs) { return tiles_smem_bytes<DkdvLayout, DqLayout>(D, Bs); }
 
 }  // namespace msa::cuda::bwd

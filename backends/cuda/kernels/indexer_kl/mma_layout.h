@@ -2,8 +2,6 @@
 // the rows and dki kernels, in plain C++ so that the chooser (choose.cpp) decides with the
 // numbers the launcher uses.
 #pragma once
-#include <algorithm>
-
 #include "backends/cuda/kernels/attention_backward/mma_layout.h"
 
 namespace msa::cuda::klmma {
@@ -47,16 +45,7 @@ struct KlDkiLayout {
   static_assert(RPT * ROW_SLOTS >= 16 && (ROW_SLOTS >= 16 || 16 % ROW_SLOTS == 0), "copy mapping");
 };
 
-// Dynamic shared memory of the rows and dki kernels at head dims up to D (padded to 64 or
-// 128) and page size Bs.
-template <int DP>
-int smem_needed(int KW) {
-  const int dki = KW == 64 ? KlDkiLayout<DP, 64>::BYTES : KlDkiLayout<DP, 128>::BYTES;
-  return std::max(dki, KlRowLayout<DP>::BYTES);
-}
-inline int kl_smem_bytes(int D, int Bs) {
-  const int KW = chunk_keys(Bs);
-  return D <= 64 ? smem_needed<64>(KW) : smem_needed<128>(KW);
-}
+// Dynamic shared memory of the rows and dki kernels at head dims up to D and page size Bs.
+inline int kl_smem_bytes(int D, int Bs) { return bwd::tiles_smem_bytes<KlDkiLayout, KlRowLayout>(D, Bs); }
 
 }  // namespace msa::cuda::klmma
