@@ -19,7 +19,8 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/attention_backward_mma.cuh"
+#include "backends/cuda/kernels/attention_backward/mma.cuh"
+#include "backends/cuda/kernels/indexer_kl/mma_layout.h"
 #include "backends/cuda/kernels/portable/attention_backward.cuh"
 
 namespace msa::cuda::klmma {

@@ -1,4 +1,4 @@
-// CUDA-only: the row tiles of the prefill indexer kernels (indexer_tc.cu, indexer_wgmma.cu):
+// CUDA-only: the row tiles of the prefill indexer kernels (prefill_tc.cu, prefill_wgmma.cu):
 // a tile is a W-aligned window of query positions of one sequence, W = max(Qb, TM), so
 // every query block lies inside one tile.
 #pragma once

@@ -25,31 +25,10 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/attention_backward_mma.cuh"
-#include "backends/cuda/kernels/cuda_only/backward_mma_work.cuh"
+#include "backends/cuda/kernels/attention_backward/mma.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_work.cuh"
 
 namespace msa::cuda::bwd {
-
-inline constexpr int kStages = 6;  // query tiles in shared memory (five in flight)
-
-template <int DP, int KW>
-struct DkdvLayout {
-  static constexpr int NW = KW / 16, THREADS = 32 * NW;
-  static constexpr int ROWB = kRowBytes<DP>;
-  static constexpr int K_OFF = 0, V_OFF = KW * ROWB;  // the chunk's K, V rows
-  // A stage: q rows [16][ROWB], dout rows [16][ROWB], lse[16], delta[16], lim[16].
-  static constexpr int Q_AT = 0, O_AT = 16 * ROWB, LSE_AT = 32 * ROWB, DELTA_AT = LSE_AT + 64, LIM_AT = DELTA_AT + 64;
-  static constexpr int STAGE = LIM_AT + 64;
-  static constexpr int ST_OFF = 2 * KW * ROWB;
-  static constexpr int ENT_OFF = ST_OFF + kStages * STAGE;
-  static constexpr int BYTES = ENT_OFF + (kEntChunk + 1) * 16;  // int4 {t0, p0, c, first token}
-  static constexpr int CPR = DP / 8;                            // 16-byte chunks per row
-  // Copy mapping of a tile: thread -> row tid / CPR (+ 16 / RPT-strided rows), chunk tid % CPR.
-  static constexpr int ROW_SLOTS = THREADS / CPR;
-  static constexpr int RPT = ROW_SLOTS >= 16 ? 1 : 16 / ROW_SLOTS;
-  static_assert(STAGE % 16 == 0 && ST_OFF % 16 == 0 && ENT_OFF % 16 == 0, "16-byte aligned areas");
-  static_assert(RPT * ROW_SLOTS >= 16 && (ROW_SLOTS >= 16 || 16 % ROW_SLOTS == 0), "copy mapping");
-};
 
 // The item a block works on (warp 0 fills it).
 struct DkdvItem {

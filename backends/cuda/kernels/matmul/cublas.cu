@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/matmul/cublas.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
 
 namespace msa::cuda {
@@ -53,10 +53,8 @@ __global__ void broadcast_bias(const U* __restrict__ bias, U* __restrict__ y, in
 
 }  // namespace
 
-bool cublas_matmul(hal::Stream& s, const ops::MatmulArgs& a) {
-  auto& st = gpu_stream(s);
+void cublas_matmul(Stream& st, const ops::MatmulArgs& a) {
   const int64_t M = a.x.dim(0), K = a.x.dim(1), N = a.w.dim(0);
-  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return false;
   cudaDataType_t type;
   cublasComputeType_t compute;
   switch (a.x.dtype) {
@@ -73,7 +71,7 @@ bool cublas_matmul(hal::Stream& s, const ops::MatmulArgs& a) {
       compute = CUBLAS_COMPUTE_32F;
       break;
     default:
-      return false;
+      throw Error("cuda: matmul: cuBLAS was chosen for dtype " + std::string(hal::dtype_name(a.x.dtype)));
   }
   Blas& b = blas_of(st);
   float beta = 0.0f;
@@ -93,7 +91,6 @@ bool cublas_matmul(hal::Stream& s, const ops::MatmulArgs& a) {
                    &alpha, a.w.data<void>(), type, static_cast<int>(K), a.x.data<void>(), type, static_cast<int>(K),
                    &beta, a.y.data<void>(), type, static_cast<int>(N), compute, CUBLAS_GEMM_DEFAULT),
       "cublasGemmEx");
-  return true;
 }
 
 }  // namespace msa::cuda

@@ -45,23 +45,24 @@
 #include <string>
 
 #include "backends/cuda/check.h"
-#include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
 #include "backends/cuda/kernels/cuda_only/max_nan.cuh"
+#include "backends/cuda/kernels/indexer_score/choose.h"
+#include "backends/cuda/kernels/indexer_score/decode_mma.h"
+#include "backends/cuda/kernels/portable/indexer_batch.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "backends/cuda/kernels/portable/topk_row.cuh"
 #include "backends/cuda/kernels/portable/topk_select.cuh"
-#include "hal/env.h"
 #include "hal/op_id.h"
 
 namespace msa::cuda {
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kFusedPer = 8;                           // scores per thread of a select block (at most; 4 for <= 1024)
-constexpr int kFusedMaxBlocks = kThreads * kFusedPer;  // rows the fused select takes
-constexpr int kFusedSlots = 8;                         // streams with their own counters
-constexpr int kFusedMaxNQ = 64;                        // query blocks per call (this kernel takes <= 64 queries)
+constexpr int kFusedPer = 8;                  // scores per thread of a select block (at most; 4 for <= 1024)
+constexpr int kFusedSlots = 8;                // streams with their own counters
+constexpr int kFusedMaxNQ = kFusedTopkMaxNQ;  // query blocks per call (this kernel takes <= 64 queries)
+static_assert(kFusedTopkMaxBlocks == kThreads * kFusedPer, "rows the fused select takes");
 static_assert(kThreads == kSelThreads, "the select's scratch is sized for this block");
 
 // Per query block counters, [slot][qb] each: indexer blocks that have written their
@@ -215,7 +216,7 @@ __device__ __forceinline__ void select_row(const float* srow, const RowInfo& ri,
     key[i] = c < ri.nvalid ? select_key(ri, c, sv[i]) : 0u;
     blk[i] = c;
   }
-  const unsigned take = select_top_adaptive<PER>(key, k, sc);
+  const unsigned take = select_top<PER>(key, k, sc);
   const int total = compact_taken<PER, int32_t>(take, blk, out, nullptr, nullptr, sc);
   for (int i = total + tid; i < k; i += kThreads) out[i] = -1;
   if (tid == 0) *cnt = total;
@@ -507,53 +508,27 @@ void launch(const Params& p, unsigned grid, cudaStream_t s) {
   indexer_mma_kernel<KK, DI><<<grid, kThreads, 0, s>>>(p);
 }
 
-// Fills `p` and returns true when this kernel covers `a` (see the header).
-bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
-  const hal::DType kd = a.ki_cache.dtype, qd = a.qi.dtype;
-  const int Di = static_cast<int>(a.qi.dim(2)), Hi = static_cast<int>(a.qi.dim(1)),
-            Bs = static_cast<int>(a.ki_cache.dim(1));
-  const bool qi16 = qd == hal::DType::bf16 || qd == hal::DType::f16;
-  const bool keys_ok = (kd == hal::DType::fp8_e4m3 && qi16) || (kd == hal::DType::bf16 && qd == hal::DType::bf16) ||
-                       (kd == hal::DType::fp4_e2m1x2 && qi16 && Di == 128);
-  // Default on the native tier; MSA_CUDA_MMA_INDEXER=0 falls back to the portable kernel
-  // (A/B runs). Decode-like: Qb = 1 and few queries (prefill goes to the tile kernels).
-  static const bool off = env_int("MSA_CUDA_MMA_INDEXER", 1) == 0;
-  // NVFP4 scales are read two bytes at a time: a view at an odd byte goes to the portable kernel.
-  const bool scales_ok = kd != hal::DType::fp4_e2m1x2 || reinterpret_cast<uintptr_t>(a.ki_scale.data<char>()) % 2 == 0;
-  if (off || !st.tuning().native() || st.props().cc_major < 8 || !scales_ok || !keys_ok || a.Qb != 1 ||
-      a.qi.dim(0) > 64 || Hi > 8 || (Di != 64 && Di != 128) || Bs % 16 != 0)
-    return false;
-  p.bt.cu_q = a.cu_q.data<int32_t>();
-  p.bt.kv_len = a.kv_len.data<int32_t>();
-  p.bt.block_table = a.block_table.data<int32_t>();
-  p.bt.B = static_cast<int>(a.kv_len.dim(0));
-  p.bt.T = static_cast<int>(a.qi.dim(0));
-  p.bt.max_blocks = static_cast<int>(a.block_table.dim(1));
-  p.bt.Bs = Bs;
-  p.bt.P = a.ki_cache.dim(0);
-  p.bt.flag = st.error_flag();
-  p.bt.op = static_cast<int>(hal::OpId::indexer_score);
+// Binds `a` (a call choose_indexer_score routes here).
+Params decode_params(Stream& st, const ops::IndexerScoreArgs& a) {
+  Params p;
+  p.bt = indexer_batch(st, a);
   p.qi = a.qi.data<uint16_t>();
-  p.qi_f16 = qd == hal::DType::f16;
+  p.qi_f16 = a.qi.dtype == hal::DType::f16;
   p.ki = a.ki_cache.data<uint8_t>();
-  const bool nvfp4 = kd == hal::DType::fp4_e2m1x2;
+  const bool nvfp4 = a.ki_cache.dtype == hal::DType::fp4_e2m1x2;
   p.ki_scale = a.ki_scale.present() && !nvfp4 ? a.ki_scale.data<float>() : nullptr;
   p.ki_scale8 = nvfp4 ? a.ki_scale.data<uint16_t>() : nullptr;
   p.out = a.block_score.data<float>();
   p.NQ = a.NQ;
-  p.Hi = Hi;
-  p.Di = Di;
+  p.Hi = static_cast<int>(a.qi.dim(1));
+  p.Di = static_cast<int>(a.qi.dim(2));
   p.scale = a.scale;
   p.pool_lse = a.pool == ops::Pool::lse;
   // Max pooling with a positive scale (NVFP4's logit scale scale * 2^7 finite) pools the
   // raw products and scales once.
   p.raw_max = nvfp4 && !p.pool_lse && a.scale > 0.0f && a.scale * 128.0f <= FLT_MAX;
-  // About 32 warps per SM, each owning a strided set of KV blocks of its query.
-  const int64_t want_warps = int64_t{st.props().sm_count} * 32;
-  const int64_t warps_per_qb = std::clamp<int64_t>(
-      (want_warps + std::max<int64_t>(a.NQ, 1) - 1) / std::max<int64_t>(a.NQ, 1), 1, std::max(p.bt.max_blocks, 1));
-  p.splits = static_cast<int>((warps_per_qb + kWarps - 1) / kWarps);
-  return true;
+  p.splits = indexer_splits(st, a.NQ, p.bt.max_blocks, kWarps);
+  return p;
 }
 
 // The indexer's NQ x splits blocks, then `select_blocks` (fused rows; 0 unfused).
@@ -570,30 +545,21 @@ void launch_decode(Stream& st, const Params& p, hal::DType kd, int64_t select_bl
 
 }  // namespace
 
-bool launch_mma_decode_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
-  auto& st = gpu_stream(s);
-  Params p;
-  if (!decode_params(st, a, p)) return false;
-  if (p.bt.max_blocks == 0 || a.NQ == 0) return true;
-  launch_decode(st, p, a.ki_cache.dtype, 0);
-  return true;
+void indexer_decode_mma(Stream& st, const ops::IndexerScoreArgs& a) {
+  launch_decode(st, decode_params(st, a), a.ki_cache.dtype, 0);
 }
 
 bool launch_mma_decode_indexer_topk(hal::Stream& s, const ops::IndexerScoreArgs& a, const ops::BlockTopkArgs& t) {
   auto& st = gpu_stream(s);
-  static const bool off = env_int("MSA_CUDA_FUSED_TOPK", 1) == 0;
-  const int Hs = static_cast<int>(t.block_score.dim(1)), MB = static_cast<int>(a.block_table.dim(1));
-  Params p;
-  if (off || MB > kFusedMaxBlocks || a.NQ == 0 || a.NQ > kFusedMaxNQ || MB == 0 || !decode_params(st, a, p))
+  const int64_t Hs = t.block_score.dim(1);
+  if (choose_indexer_topk(indexer_shape(a), Hs, st.props(), st.tuning()) != IndexerTopkKernel::fused_decode)
     return false;
-  // At most one select block per SM: even a dispatcher that did not follow block order
-  // would find room for the indexer blocks the select blocks wait on.
-  if (a.NQ * Hs > st.props().sm_count) return false;
   const int slot = stream_slot(st, kFusedSlots);
-  if (slot < 0) return false;
+  if (slot < 0) return false;  // the counters are taken by other streams: the ops run separately
+  Params p = decode_params(st, a);
   p.topk.idx = t.block_idx.data<int32_t>();
   p.topk.cnt = t.block_cnt.data<int32_t>();
-  p.topk.Hs = Hs;
+  p.topk.Hs = static_cast<int>(Hs);
   p.topk.k = t.k;
   p.topk.n_sink = t.n_sink;
   p.topk.n_local = t.n_local;

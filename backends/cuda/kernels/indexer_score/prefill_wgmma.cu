@@ -1,24 +1,23 @@
 // CUDA-only Hopper tier (sm_90a): indexer_score for prefill on wgmma. Same function and
-// the same tiling as indexer_tc.cu (rows = (token, head) pairs of a W-aligned position
+// the same tiling as prefill_tc.cu (rows = (token, head) pairs of a W-aligned position
 // window, W = max(Qb, TM); columns = keys, 128 per step; gridDim.y splits each tile's
 // visible blocks; one writer per output entry, plain stores, deterministic), but:
 //
-// - CTA = two consumer warpgroups + a producer warpgroup. A tile has 128 MT rows (TM =
-//   128 MT / Hi tokens); each consumer warpgroup owns MT 64-row m-tiles. MT = 2 (256 rows,
-//   TM = 64 at Hi = 4) by default: it halves the key traffic from L2 per FLOP and doubles
-//   the MMA time per turn against the fixed per-step latencies (H200, 8192 queries at
-//   128K: 2.15 ms vs 2.42 ms for MT = 1; MSA_CUDA_WGMMA_INDEXER_ROWS=128 selects MT = 1,
-//   whose 64 accumulators per thread need no register rebalancing; MT = 2 moves registers
-//   from the producer warpgroup to the consumers with setmaxnreg).
+// - CTA = two consumer warpgroups + a producer warpgroup. A tile has 256 rows (TM = 256 /
+//   Hi tokens); each consumer warpgroup owns kMT = 2 64-row m-tiles: that halves the key
+//   traffic from L2 per FLOP against one m-tile and doubles the MMA time per turn against
+//   the fixed per-step latencies (H200, 8192 queries at 128K: 2.15 ms vs 2.42 ms with 128
+//   rows, which is not built); setmaxnreg moves registers from the producer warpgroup to
+//   the consumers.
 // - One producer thread loads the Q tile and streams the keys with TMA
 //   (cp.async.bulk.tensor, 128-byte swizzle, zero fill past Di and past the tensor) into a
 //   kStages ring of 128-key stages, with full/empty mbarriers; the other producer threads
 //   write the -inf entries past the causal range meanwhile.
-// - Each consumer warpgroup owns MT 64 x 128 f32 accumulator sets and runs, per step: wait
-//   for the stage, wait for its turn (named barrier), issue MT wgmma m64n128k16 chains
+// - Each consumer warpgroup owns kMT 64 x 128 f32 accumulator sets and runs, per step: wait
+//   for the stage, wait for its turn (named barrier), issue kMT wgmma m64n128k16 chains
 //   (K = Di), hand the turn to the other warpgroup, wait for the chains, release the stage,
 //   pooling epilogue. The turns make the two warpgroups ping-pong: one's epilogue runs
-//   while the other's chain keeps the tensor pipe busy (indexer_tc's mma.sync warps run
+//   while the other's chain keeps the tensor pipe busy (prefill_tc's mma.sync warps run
 //   both in lockstep and leave the pipe idle ~2/3 of the time, docs/performance.md). Two
 //   accumulator sets per warpgroup (issue step i + 1, then the epilogue of step i)
 //   compile to serialized wgmma (ptxas C7514/C7518: the conditional issue makes the
@@ -27,16 +26,16 @@
 //   the wgmma accumulator). At a block's end: Hi = 4 with Qb <= 4 reduces over tokens in
 //   registers (a warp's 16 rows are 4 tokens x 4 heads) and stores directly; otherwise the
 //   row scores go through shared memory and a named barrier of the 256 consumer threads,
-//   then indexer_tc's shuffle pooling (Qp = min(Qb, TM) tokens; Qp = 64 crosses two warps
+//   then prefill_tc's shuffle pooling (Qp = min(Qb, TM) tokens; Qp = 64 crosses two warps
 //   through shared memory and a second barrier).
 //
-// Masking as indexer_tc: key s counts for a row iff s <= pos(token); masked logits are
+// Masking as prefill_tc: key s counts for a row iff s <= pos(token); masked logits are
 // replaced by -inf (select), so NaN in unused slots or stale shared memory (unmapped pages:
 // the stage is not loaded) never reaches a pooled value.
 //
-// Selected by indexer_score (portable/indexer_score.cu) ahead of indexer_tc for prefill-
-// like calls on sm_90 with qi and keys bf16 (fp8 keys stay on indexer_tc), Bs a multiple of
-// 128, Di = 64 or 128, Hi a power of two in [4, 64]; MSA_CUDA_WGMMA_INDEXER=0 turns it off.
+// Chosen by choose_indexer_score (choose.cpp) ahead of prefill_tc for prefill-like calls on
+// sm_90a with qi and keys bf16 (fp8 keys stay on prefill_tc), Bs a multiple of 128, Di = 64
+// or 128, Hi a power of two in [4, 64]; indexer=1 (MSA_CUDA_INDEXER) leaves them to prefill_tc.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -45,27 +44,23 @@
 #include <cfloat>
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/hopper_probe.h"
 #include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
-#include "backends/cuda/kernels/cuda_only/indexer_tile.cuh"
 #include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/cuda_only/tensor_map.h"
-#include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/indexer_score/prefill.h"
+#include "backends/cuda/kernels/indexer_score/prefill_layout.h"
+#include "backends/cuda/kernels/indexer_score/prefill_tile.cuh"
+#include "backends/cuda/kernels/portable/indexer_batch.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
-#include "hal/env.h"
 #include "hal/op_id.h"
 
 namespace msa::cuda {
 namespace {
 
-constexpr int kConsumers = 256;             // two consumer warpgroups
-constexpr int kThreads = kConsumers + 128;  // + the producer warpgroup (one thread works)
-// GEMM rows per CTA: 128 * MT, MT = 64-row m-tiles per consumer warpgroup (1 or 2).
-constexpr int kChunk = 128;    // keys per step
-constexpr int kStages = 4;     // key ring depth
-constexpr int kMaxSpan = 256;  // KV blocks per CTA at most (page ids in shared memory)
-constexpr int kMinSpan = 16;   // fewest KV blocks worth a CTA of their own
+// kConsumers, kThreads, kMT, kRows, kChunk, kStages, kMaxSpan, Layout (prefill_layout.h).
+using namespace indexer_wg;
+constexpr int kMinSpan = 16;  // fewest KV blocks worth a CTA of their own
 constexpr float kLn2 = 0.69314718055994531f, kLog2e = 1.4426950408889634f;
 
 struct WgIndexerParams {
@@ -78,21 +73,6 @@ struct WgIndexerParams {
   int W = 32;              // tile window in positions: max(Qb, TM)
   int nsplit = 1;
   float base = 1.0f;  // logit = dot * base: scale_i, times log2(e) for lse
-};
-
-template <int NP, int MT>  // 64-column (128-byte) panels of Di; m-tiles per warpgroup
-struct WgLayout {
-  static constexpr int ROWS = 128 * MT;
-  static constexpr int PANEL_Q = ROWS * 128;
-  static constexpr int PANEL_K = kChunk * 128;
-  static constexpr int Q_OFF = 0;                     // [NP][ROWS][64] swizzled
-  static constexpr int K_OFF = Q_OFF + NP * PANEL_Q;  // [kStages][NP][kChunk][64]
-  static constexpr int STAGE = NP * PANEL_K;
-  static constexpr int BAR_OFF = K_OFF + kStages * STAGE;           // full[S], empty[S], qfull, qempty
-  static constexpr int PAGE_OFF = BAR_OFF + (2 * kStages + 2) * 8;  // [kMaxSpan] page ids
-  static constexpr int SC_OFF = PAGE_OFF + kMaxSpan * 4;            // [2][ROWS] row scores
-  static constexpr int WMAX_OFF = SC_OFF + 2 * ROWS * 4;            // [2][8] per-warp maxima
-  static constexpr int BYTES = WMAX_OFF + 2 * 8 * 4 + 1024;         // + slack to align the base
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -125,16 +105,15 @@ __device__ __forceinline__ void pool_merge(float& m, float& e, float m2, float e
 // Issues the wgmma chains of one step (K = NP * 64) into acc[mt]: A = the warpgroup's
 // m-tile mt (64 Q rows from a_base), B = the stage's 128 keys, both K-major 128-byte
 // swizzled; one commit group.
-template <int NP, int MT>
-__device__ __forceinline__ void issue_step(float (&acc)[MT][64], uint32_t a_base, uint32_t b_base) {
+template <int NP>
+__device__ __forceinline__ void issue_step(float (&acc)[kMT][64], uint32_t a_base, uint32_t b_base) {
   hopper::wgmma_fence();
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+  for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
     for (int kk = 0; kk < NP * 4; ++kk) {
       const uint32_t off = (kk % 4) * 32;  // k16 slice inside the 64-column panel kk / 4
-      const uint64_t da =
-          hopper::desc_kmajor_sw128(a_base + mt * 64 * 128 + (kk / 4) * (WgLayout<NP, MT>::PANEL_Q) + off);
+      const uint64_t da = hopper::desc_kmajor_sw128(a_base + mt * 64 * 128 + (kk / 4) * (Layout<NP>::PANEL_Q) + off);
       const uint64_t db = hopper::desc_kmajor_sw128(b_base + (kk / 4) * (kChunk * 128) + off);
       hopper::wgmma_ss<kBF16, 128>(acc[mt], da, db, kk > 0);
     }
@@ -181,14 +160,13 @@ __device__ __forceinline__ void step_partials(const float (&acc)[64], const int 
   }
 }
 
-template <int NP, int MT, bool LSE, bool SCALE_EACH>
+template <int NP, bool LSE, bool SCALE_EACH>
 __global__ void __launch_bounds__(kThreads, 1)
     indexer_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
                          const WgIndexerParams p) {
 #if MSA_HOPPER_PTX
-  using L = WgLayout<NP, MT>;
-  constexpr int kRows = L::ROWS;
-  constexpr int NR = 2 * MT;  // accumulator rows per thread
+  using L = Layout<NP>;
+  constexpr int NR = 2 * kMT;  // accumulator rows per thread
   extern __shared__ char smem_raw[];
   char* const smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // 1024-aligned (swizzle atoms)
   const uint32_t sb_addr = smem_u32(smem);
@@ -258,9 +236,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // ---- producer: thread 0 of the last warpgroup ---------------------------------------------
   if (warp >= kConsumers / 32) {
-    // MT = 2: 128 accumulators per consumer thread; the producer warpgroup gives most of its
+    // 128 accumulators per consumer thread: the producer warpgroup gives most of its
     // registers to the consumers (384 threads launch with 168 each).
-    if constexpr (MT == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid != kConsumers) {  // the other producer threads write the -inf tail meanwhile
       fill(tb, te, tid - kConsumers - 1, 127);
       return;
@@ -306,26 +284,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // ---- consumers ---------------------------------------------------------------------------
-  if constexpr (MT == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int wg = warp / 4, w = warp % 4, g = lane / 4, q = lane % 4;
-  const uint32_t a_base = sb_addr + L::Q_OFF + wg * MT * 64 * 128;
-  // This thread's accumulator rows: j = 2 mt + hh is row r = 64 (MT wg + mt) + 16 w + 8 hh + g
+  const uint32_t a_base = sb_addr + L::Q_OFF + wg * kMT * 64 * 128;
+  // This thread's accumulator rows: j = 2 mt + hh is row r = 64 (kMT wg + mt) + 16 w + 8 hh + g
   // of the tile, token slot r / Hi.
   int rrow[NR], rslot[NR];
 #pragma unroll
   for (int j = 0; j < NR; ++j) {
-    rrow[j] = 64 * (MT * wg + j / 2) + 16 * w + 8 * (j % 2) + g;
+    rrow[j] = 64 * (kMT * wg + j / 2) + 16 * w + 8 * (j % 2) + g;
     rslot[j] = rrow[j] >> p.logHi;
   }
   const bool reg_pool = Hi == 4 && Qb <= 4;  // token pooling in registers (see the top)
-  // Shared-memory pooling roles (as indexer_tc): thread = (head ph, token slot ptt).
+  // Shared-memory pooling roles (as prefill_tc): thread = (head ph, token slot ptt).
   const int ph = tid >> p.logTM, ptt = tid & (TM - 1);
   const bool pactive = ph < Hi;  // warp-uniform: Hi * TM = rows is a multiple of 128
   const int prow = pactive ? ptt * Hi + ph : 0;
   const int Qp = min(Qb, TM);
   float* const s_wmax = reinterpret_cast<float*>(smem + L::WMAX_OFF);
 
-  float acc[MT][64];
+  float acc[kMT][64];
   if (wg == 1) named_arrive(2);  // warpgroup 0 issues first
   int u = 0, gstep = 0, nend = 0, sidx = 0;
   for (int sb = sb0; sb <= tl.p1; sb += TM, ++sidx) {
@@ -356,18 +334,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int g0 = gstep + i, st = g0 % kStages;
       hopper::mbar_wait(bar_full + 8 * st, (g0 / kStages) & 1);
       named_sync(2 + wg);
-      issue_step<NP, MT>(acc, a_base, sb_addr + L::K_OFF + st * L::STAGE);
+      issue_step<NP>(acc, a_base, sb_addr + L::K_OFF + st * L::STAGE);
       named_arrive(3 - wg);
       hopper::wgmma_wait<0>();
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) hopper::fence_regs(acc[mt]);
+      for (int mt = 0; mt < kMT; ++mt) hopper::fence_regs(acc[mt]);
       mbar_arrive_if(bar_empty + 8 * st, lane == 0);          // stage read by this warp
       mbar_arrive_if(bar_qempty, lane == 0 && i + 1 >= nch);  // Q no longer read
       const int k0 = k_begin + i * kChunk;
       const bool pgok = __shfl_sync(0xffffffffu, s_page[c - cb], 0) >= 0;  // warp-uniform
       float m[NR], e[NR];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
+      for (int mt = 0; mt < kMT; ++mt) {
         float mm[2], ee[2];
         const int lm[2] = {lim[2 * mt], lim[2 * mt + 1]};
         if (pgok && k0 + kChunk - 1 <= plo) {
@@ -410,7 +388,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
           if (Qb >= 4) {
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) v[2 * mt] = v[2 * mt + 1] = max_nan(v[2 * mt], v[2 * mt + 1]);
+            for (int mt = 0; mt < kMT; ++mt) v[2 * mt] = v[2 * mt + 1] = max_nan(v[2 * mt], v[2 * mt + 1]);
           }
           if (q == 0 && (Qb == 1 || (g >> 2) == 0)) {
 #pragma unroll
@@ -469,95 +447,46 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-template <int NP, int MT, bool LSE, bool SCALE_EACH>
+template <int NP, bool LSE, bool SCALE_EACH>
 void launch(const CUtensorMap& mq, const CUtensorMap& mk, const WgIndexerParams& p, dim3 grid, Stream& st) {
-  constexpr int smem = WgLayout<NP, MT>::BYTES;
-  allow_smem<indexer_wgmma_kernel<NP, MT, LSE, SCALE_EACH>>(smem, st.props().index);
-  indexer_wgmma_kernel<NP, MT, LSE, SCALE_EACH><<<grid, kThreads, smem, st.native()>>>(mq, mk, p);
+  constexpr int smem = Layout<NP>::BYTES;
+  allow_smem<indexer_wgmma_kernel<NP, LSE, SCALE_EACH>>(smem, st.props().index);
+  indexer_wgmma_kernel<NP, LSE, SCALE_EACH><<<grid, kThreads, smem, st.native()>>>(mq, mk, p);
 }
 
-template <int NP, int MT>
+template <int NP>
 void launch_np(const CUtensorMap& mq, const CUtensorMap& mk, const WgIndexerParams& p, bool lse, dim3 grid,
                Stream& st) {
   const bool each = !(p.base > 0.0f);
   if (lse)
-    each ? launch<NP, MT, true, true>(mq, mk, p, grid, st) : launch<NP, MT, true, false>(mq, mk, p, grid, st);
+    each ? launch<NP, true, true>(mq, mk, p, grid, st) : launch<NP, true, false>(mq, mk, p, grid, st);
   else
-    each ? launch<NP, MT, false, true>(mq, mk, p, grid, st) : launch<NP, MT, false, false>(mq, mk, p, grid, st);
+    each ? launch<NP, false, true>(mq, mk, p, grid, st) : launch<NP, false, false>(mq, mk, p, grid, st);
 }
 
 }  // namespace
 
-bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
-  // Default on sm_90; MSA_CUDA_WGMMA_INDEXER=0 leaves prefill to indexer_tc (A/B runs).
-  static const bool off = env_int("MSA_CUDA_WGMMA_INDEXER", 1) == 0;
-  // Rows per CTA: 256 (two 64-row m-tiles per consumer warpgroup; default, faster) or 128.
-  static const int rows = static_cast<int>(
-      parse_env_int("MSA_CUDA_WGMMA_INDEXER_ROWS", std::getenv("MSA_CUDA_WGMMA_INDEXER_ROWS"), 256, 128, 256));
-  if (off) return false;
-  if (rows != 128 && rows != 256) throw Error("environment variable MSA_CUDA_WGMMA_INDEXER_ROWS: must be 128 or 256");
-  auto& st = gpu_stream(s);
-  const DeviceProps& pr = st.props();
-  if (!st.tuning().native() || pr.cc_major != 9) return false;
-  if (a.qi.dtype != hal::DType::bf16 || a.ki_cache.dtype != hal::DType::bf16 || a.ki_scale.present()) return false;
-  const int64_t T = a.qi.dim(0), Hi = a.qi.dim(1), Di = a.qi.dim(2);
-  const int64_t B = a.kv_len.dim(0), MB = a.block_table.dim(1), Bs = a.ki_cache.dim(1), P = a.ki_cache.dim(0);
-  if (a.NQ <= 0 || MB <= 0 || T <= 0 || B <= 0) return false;
-  if (T < 8 * B) return false;              // decode-like: other kernels
-  if (Di != 64 && Di != 128) return false;  // whole 64-column TMA boxes
-  if (Bs % kChunk != 0) return false;
-  if (Hi < 4 || Hi > 64 || (Hi & (Hi - 1)) != 0) return false;
-  if (T * Hi > INT32_MAX || P * Bs > INT32_MAX) return false;  // TMA row coordinates are int32
-  if (reinterpret_cast<uintptr_t>(a.qi.data<char>()) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(a.ki_cache.data<char>()) % 16 != 0)
-    return false;
-  if (!hopper_code_present(pr.index)) return false;  // the build has no sm_90a code
-
+void indexer_prefill_wgmma(Stream& st, const ops::IndexerScoreArgs& a, const IndexerShape& sh) {
   WgIndexerParams p;
-  p.bt.cu_q = a.cu_q.data<int32_t>();
-  p.bt.kv_len = a.kv_len.data<int32_t>();
-  p.bt.block_table = a.block_table.data<int32_t>();
-  p.bt.B = static_cast<int>(B);
-  p.bt.T = static_cast<int>(T);
-  p.bt.max_blocks = static_cast<int>(MB);
-  p.bt.Bs = static_cast<int>(Bs);
-  p.bt.P = P;
-  p.bt.flag = st.error_flag();
-  p.bt.op = static_cast<int>(hal::OpId::indexer_score);
+  p.bt = indexer_batch(st, a);
   p.out = a.block_score.data<float>();
   p.Qb = a.Qb;
   p.NQ = a.NQ;
-  p.Hi = static_cast<int>(Hi);
-  p.logHi = __builtin_ctz(static_cast<unsigned>(Hi));
-  p.TM = rows / p.Hi;
+  p.Hi = static_cast<int>(sh.Hi);
+  p.logHi = __builtin_ctz(static_cast<unsigned>(p.Hi));
+  p.TM = kRows / p.Hi;
   p.logTM = __builtin_ctz(static_cast<unsigned>(p.TM));
   p.W = std::max(a.Qb, p.TM);
-  const bool lse = a.pool == ops::Pool::lse;
-  p.base = a.scale * (lse ? kLog2e : 1.0f);
-  if (a.Qb > p.TM && a.Qb % p.TM != 0) return false;  // sub-tiles must tile the query block (Qb: power of 2)
-
-  const int64_t tiles = a.Qb >= p.TM ? a.NQ : std::min<int64_t>(a.NQ, (T + p.W - 1) / p.W + 2 * B);
-  const int64_t want = int64_t{8} * pr.sm_count;
-  const int64_t nsplit = std::max<int64_t>((want + tiles - 1) / tiles, (MB + kMaxSpan - 1) / kMaxSpan);
-  if (tiles > INT32_MAX || nsplit > 65535) return false;
-  p.nsplit = static_cast<int>(nsplit);
-  const int np = Di <= 64 ? 1 : 2;
-  const int smem = np == 1 ? (rows == 128 ? WgLayout<1, 1>::BYTES : WgLayout<1, 2>::BYTES)
-                           : (rows == 128 ? WgLayout<2, 1>::BYTES : WgLayout<2, 2>::BYTES);
-  if (static_cast<size_t>(smem) + 4096 > pr.smem_optin) return false;
-
+  p.base = a.scale * (sh.lse ? kLog2e : 1.0f);
+  const PrefillGrid g = prefill_grid(sh.T, sh.B, sh.NQ, sh.MB, a.Qb, p.TM, st.props().sm_count, kMaxSpan);
+  p.nsplit = static_cast<int>(g.nsplit);
   CUtensorMap mq, mk;
-  if (!make_map_sw128(&mq, a.qi.data<void>(), T * Hi, static_cast<int>(Di), rows) ||
-      !make_map_sw128(&mk, a.ki_cache.data<void>(), P * Bs, static_cast<int>(Di), kChunk))
-    return false;
-
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(nsplit));
-  if (rows == 128)
-    np == 1 ? launch_np<1, 1>(mq, mk, p, lse, grid, st) : launch_np<2, 1>(mq, mk, p, lse, grid, st);
-  else
-    np == 1 ? launch_np<1, 2>(mq, mk, p, lse, grid, st) : launch_np<2, 2>(mq, mk, p, lse, grid, st);
+  if (!make_map_sw128(&mq, a.qi.data<void>(), sh.T * sh.Hi, static_cast<int>(sh.Di), kRows) ||
+      !make_map_sw128(&mk, a.ki_cache.data<void>(), sh.P * sh.Bs, static_cast<int>(sh.Di), kChunk))
+    throw Error("cuda: indexer_score: the driver refused the wgmma kernel's tensor maps");
+  const dim3 grid(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.nsplit));
+  sh.Di <= 64 ? launch_np<1>(mq, mk, p, sh.lse, grid, st) : launch_np<2>(mq, mk, p, sh.lse, grid, st);
   MSA_CUDA_CHECK_LAUNCH();
-  return true;
 }
 
 }  // namespace msa::cuda

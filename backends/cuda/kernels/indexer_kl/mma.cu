@@ -1,24 +1,24 @@
 // CUDA-only: indexer_kl (docs/training.md, "Op: indexer_kl") on mma.sync tensor cores
-// (sm_80+), the native tier's replacement of the portable kernels (portable/indexer_kl.cu
-// calls launch_mma_indexer_kl first). Covers bf16 q, k_cache, qi and ki_cache, D and Di
+// (sm_80+), the native tier's replacement of the portable kernels (portable/indexer_kl.cu)
+// where choose_indexer_kl picks it (choose.h). Covers bf16 q, k_cache, qi and ki_cache, D and Di
 // multiples of 16 up to 128, groups of G = 1, 2, 4, 8 or 16 query heads (per_kv_head, or
 // shared over one KV head). Same attended sets, validation and inverse index as the
 // portable kernels (training_index.cuh); per call:
-//  1. seq_info, the inverse index (backward_mma_index.cuh), its entries' token prefix, and
+//  1. seq_info, the inverse index (attention_backward/mma_index.cuh), its entries' token prefix, and
 //     each (page, selection head) list's item count scanned into offsets;
-//  2. the rows kernel (indexer_kl_mma_rows.cuh): the student's logsumexp, kl and dqi;
-//  3. the dki kernel (indexer_kl_mma_dki.cuh): KV-block-outer, ordered items per page.
+//  2. the rows kernel (mma_rows.cuh): the student's logsumexp, kl and dqi;
+//  3. the dki kernel (mma_dki.cuh): KV-block-outer, ordered items per page.
 // Results are bitwise reproducible run to run and across devices: every sum's order
-// follows from the inputs and the shape. MSA_CUDA_KL_MMA=0 turns this tier off;
-// MSA_CUDA_KL_MMA_ITEM_TOKENS=n forces n tokens per dki item.
+// follows from the inputs and the shape. training_mma = 0 (MSA_CUDA_TRAINING_MMA) leaves
+// the op to the portable kernels; the hook kl_item_tokens = n forces n tokens per dki item.
 #include <algorithm>
 #include <climits>
 
-#include "backends/cuda/kernels/cuda_only/backward_mma_index.cuh"
-#include "backends/cuda/kernels/cuda_only/indexer_kl_mma.h"
-#include "backends/cuda/kernels/cuda_only/indexer_kl_mma_dki.cuh"
-#include "backends/cuda/kernels/cuda_only/indexer_kl_mma_rows.cuh"
-#include "hal/env.h"
+#include "backends/cuda/kernels/attention_backward/mma_index.cuh"
+#include "backends/cuda/kernels/indexer_kl/mma.h"
+#include "backends/cuda/kernels/indexer_kl/mma_dki.cuh"
+#include "backends/cuda/kernels/indexer_kl/mma_rows.cuh"
+#include "backends/cuda/kernels/portable/indexer_kl_sets.cuh"
 
 namespace msa::cuda {
 namespace klmma {
@@ -43,22 +43,6 @@ __global__ void __launch_bounds__(kPrepThreads)
     }
     cnt[s] = n;
   }
-}
-
-bool enabled() {
-  static const bool on = env_int("MSA_CUDA_KL_MMA", 1) != 0;
-  return on;
-}
-// MSA_CUDA_KL_MMA_ITEM_TOKENS=n forces the tokens per dki item.
-int forced_tpi() {
-  static const int n = bwd::forced_item_tokens("MSA_CUDA_KL_MMA_ITEM_TOKENS");
-  return n;
-}
-
-template <int DP>
-int smem_needed(int KW) {
-  const int dki = KW == 64 ? KlDkiLayout<DP, 64>::BYTES : KlDkiLayout<DP, 128>::BYTES;
-  return std::max(dki, KlRowLayout<DP>::BYTES);
 }
 
 int log2_of(int G) {
@@ -99,56 +83,19 @@ void launch_all(Stream& st, const KlMma& m, int64_t T, int64_t P) {
 }  // namespace
 }  // namespace klmma
 
-bool launch_mma_indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
+void indexer_kl_mma(Stream& st, const ops::IndexerKlArgs& a, const KlItems& items) {
   using namespace klmma;
-  auto& st = gpu_stream(s);
   const DeviceProps& pr = st.props();
-  if (!enabled() || !st.tuning().native() || pr.cc_major < 8) return false;
-  const hal::DType bf = hal::DType::bf16;
-  if (a.q.dtype != bf || a.k_cache.dtype != bf || a.qi.dtype != bf || a.ki_cache.dtype != bf) return false;
   const int64_t T = a.q.dim(0), Hq = a.q.dim(1), D = a.q.dim(2);
-  const int64_t P = a.k_cache.dim(0), Hkv = a.k_cache.dim(1), Bs = a.k_cache.dim(2);
+  const int64_t P = a.k_cache.dim(0), Hkv = a.k_cache.dim(1);
   const int64_t Hs = a.qi.dim(1), Di = a.qi.dim(2);
   const bool shared = a.mode == ops::SelectionMode::shared, sparse = a.stage == ops::KlStage::sparse;
-  if (Hkv < 1 || Hq % Hkv != 0 || Bs < 1) return false;
   const int64_t G = Hq / Hkv;
-  if (G > 16 || (G & (G - 1)) != 0 || (shared && Hkv != 1) || Hs != (shared ? 1 : Hkv)) return false;
-  if (D <= 0 || D > 128 || D % 16 != 0 || Di <= 0 || Di > 128 || Di % 16 != 0) return false;
-  if (sparse && a.block_idx.dim(1) != Hs) return false;
-  const auto aligned = [](const void* ptr, uintptr_t al) { return reinterpret_cast<uintptr_t>(ptr) % al == 0; };
-  if (!aligned(a.q.data<void>(), 16) || !aligned(a.k_cache.data<void>(), 16) || !aligned(a.qi.data<void>(), 16) ||
-      !aligned(a.ki_cache.data<void>(), 16) || !aligned(a.dqi.data<void>(), 8) || !aligned(a.dki_cache.data<void>(), 8))
-    return false;
-  const int KW = chunk_keys(static_cast<int>(Bs));
   const int DP = std::max(D, Di) <= 64 ? 64 : 128;
-  const int smem = DP == 64 ? smem_needed<64>(KW) : smem_needed<128>(KW);
-  if (static_cast<size_t>(smem) > pr.smem_optin) return false;
-
+  const int64_t chunks = items.chunks, S = items.lists;
   KlMma m;
-  m.sets.bt = paged_batch(st, a.cu_q, a.kv_len, a.block_table, a.k_cache, T, hal::OpId::indexer_kl);
-  if (sparse) {
-    m.sets.bidx = a.block_idx.data<int32_t>();
-    m.sets.k = static_cast<int>(a.block_idx.dim(2));
-    m.sets.Hs = static_cast<int>(a.block_idx.dim(1));
-    m.sets.Qb = a.Qb;
-    m.sets.NQ = a.NQ;
-  } else {
-    m.sets.NQ = m.sets.bt.B;
-  }
+  m.sets = kl_attend_sets(st, a);
   const AttendSets& sets = m.sets;
-  // Tokens of the sorted entries (each token is in at most Hs * k entries, or one per
-  // causal block when dense) and of all lists (a dense bucket serves every selection
-  // head): the prefixes and item tickets are ints.
-  const int64_t tok_bound = sparse ? T * sets.Hs * sets.k : T * sets.bt.max_blocks;
-  const int64_t list_tok_bound = tok_bound * (sparse ? 1 : Hs);
-  const int64_t tpi = bwd::tokens_per_item(forced_tpi(), G, list_tok_bound);
-  const int64_t chunks = (Bs + KW - 1) / KW, S = P * Hs;
-  const int64_t items_bound = (S + list_tok_bound / tpi + 1) * chunks;
-  const int64_t row_units = (T + 16 / G - 1) / (16 / G) * Hs;
-  if (tok_bound >= INT_MAX || list_tok_bound >= INT_MAX || S >= INT_MAX || P * chunks >= INT_MAX ||
-      items_bound >= INT_MAX || row_units / kRowWarps >= INT_MAX || T * Hq >= INT_MAX || P * Bs >= INT_MAX)
-    return false;
-
   m.Hb = sparse ? sets.Hs : 1;
   ScratchPlan plan;
   const size_t si_at = plan.reserve<SeqInfo>(sets.bt.B);
@@ -190,7 +137,7 @@ bool launch_mma_indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
   m.stat = reinterpret_cast<float2*>(ws + stat_at);
   m.S = static_cast<int>(S);
   m.chunks = static_cast<int>(chunks);
-  m.tpi = static_cast<int>(tpi);
+  m.tpi = static_cast<int>(items.tpi);
   auto* tok = reinterpret_cast<int*>(ws + tok_at);
   auto* off = reinterpret_cast<int*>(ws + off_at);
   auto* sem = reinterpret_cast<int*>(ws + sem_at);
@@ -214,7 +161,6 @@ bool launch_mma_indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
     launch_all<kBF16, 64>(st, m, T, P);
   else
     launch_all<kBF16, 128>(st, m, T, P);
-  return true;
 }
 
 }  // namespace msa::cuda

@@ -12,22 +12,9 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/indexer_kl_mma.cuh"
+#include "backends/cuda/kernels/indexer_kl/mma.cuh"
 
 namespace msa::cuda::klmma {
-
-inline constexpr int kRowWarps = 4;
-inline constexpr int kRowThreads = 32 * kRowWarps;
-inline constexpr int kRowKeys = 16;   // keys per tile
-inline constexpr int kRowStages = 3;  // tiles per warp in shared memory (two in flight)
-
-template <int DP>
-struct KlRowLayout {
-  static constexpr int TILE = kRowKeys * kRowBytes<DP>;  // K or ki rows of one tile
-  static constexpr int STAGE = 2 * TILE;                 // K rows, then ki rows
-  static constexpr int WARP = kRowStages * STAGE;
-  static constexpr int BYTES = kRowWarps * WARP;
-};
 
 // One run of a warp's tile: tokens [ta, tb) of selection head g, the blocks `walk` (the
 // run's last token) attends.

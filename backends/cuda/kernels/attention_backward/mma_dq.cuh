@@ -11,25 +11,11 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/attention_backward_mma.cuh"
-#include "backends/cuda/kernels/cuda_only/backward_mma_work.cuh"
+#include "backends/cuda/kernels/attention_backward/mma.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_work.cuh"
 #include "backends/cuda/kernels/portable/attention_backward.cuh"
 
 namespace msa::cuda::bwd {
-
-inline constexpr int kDqWarps = 4;
-inline constexpr int kDqThreads = 32 * kDqWarps;
-inline constexpr int kDqKeys = 16;   // keys per tile
-inline constexpr int kDqStages = 3;  // tiles per warp in shared memory (two in flight)
-
-template <int DP>
-struct DqLayout {
-  static constexpr int ROWB = kRowBytes<DP>;
-  static constexpr int TILE = kDqKeys * ROWB;  // K or V rows of one tile
-  static constexpr int STAGE = 2 * TILE;
-  static constexpr int WARP = kDqStages * STAGE;
-  static constexpr int BYTES = kDqWarps * WARP;
-};
 
 // One run of a warp's tile: tokens [ta, tb) (rows: token-major, heads h0 .. h0 + nh - 1),
 // the blocks `walk` attends (the run's last token) walked kDqKeys keys at a time. kShared:

@@ -1,27 +1,27 @@
 // CUDA-only: sparse_block_attention_backward and dense_attention_backward on mma.sync
 // tensor cores (sm_80+, bf16/f16 inputs, D a multiple of 16 up to 128, f32 gradients), the
-// native tier's replacement of the portable FMA tiles (portable/attention_backward.cuh,
-// which calls launch_mma_paged_backward first). Same attended sets, validation and
+// native tier's replacement of the portable FMA tiles (portable/attention_backward.cuh)
+// where choose_attention_backward picks it (choose.h). Same attended sets, validation and
 // inverse index as the portable kernels (training_index.cuh); per call:
 //  1. seq_info, the inverse index (its keys sorted by CUB's radix sort over the bucket and
 //     entry bits), each sorted entry's token count scanned into a prefix (CUB), and each
 //     slab's item count scanned likewise;
-//  2. delta = dot(dout, out) by the mma chain of the dP tiles (attention_backward_mma.cuh);
-//  3. dq, query-outer (backward_mma_dq.cuh);
+//  2. delta = dot(dout, out) by the mma chain of the dP tiles (mma.cuh);
+//  3. dq, query-outer (mma_dq.cuh);
 //  4. dk / dv, KV-block-outer over the inverse index, persistent blocks with an ordered
-//     hand-off between the items of a slab (backward_mma_dkdv.cuh).
+//     hand-off between the items of a slab (mma_dkdv.cuh).
 // Results are bitwise reproducible run to run and across devices: every sum's order
 // follows from the inputs and the shape (item sizes come from the shape, not the device).
-// MSA_CUDA_BWD_MMA=0 turns this tier off (the portable kernels run);
-// MSA_CUDA_BWD_MMA_ITEM_TOKENS=n forces n tokens per dk/dv item.
+// training_mma = 0 (MSA_CUDA_TRAINING_MMA) leaves the op to the portable kernels; the hook
+// bwd_item_tokens = n forces n tokens per dk/dv item.
 #include <algorithm>
 #include <climits>
 
-#include "backends/cuda/kernels/cuda_only/backward_mma_dkdv.cuh"
-#include "backends/cuda/kernels/cuda_only/backward_mma_dq.cuh"
-#include "backends/cuda/kernels/cuda_only/backward_mma_index.cuh"
+#include "backends/cuda/kernels/attention_backward/mma.h"
+#include "backends/cuda/kernels/attention_backward/mma_dkdv.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_dq.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_index.cuh"
 #include "backends/cuda/kernels/portable/attention_backward.cuh"
-#include "hal/env.h"
 
 namespace msa::cuda {
 namespace bwd {
@@ -43,22 +43,6 @@ __global__ void __launch_bounds__(kPrepThreads)
     }
     cnt[s] = n;
   }
-}
-
-bool enabled() {
-  static const bool on = env_int("MSA_CUDA_BWD_MMA", 1) != 0;
-  return on;
-}
-// MSA_CUDA_BWD_MMA_ITEM_TOKENS=n forces the tokens per dk/dv item.
-int forced_tpi() {
-  static const int n = forced_item_tokens("MSA_CUDA_BWD_MMA_ITEM_TOKENS");
-  return n;
-}
-
-template <int DP>
-int smem_needed(int KW) {
-  const int dkdv = KW == 64 ? DkdvLayout<DP, 64>::BYTES : DkdvLayout<DP, 128>::BYTES;
-  return std::max(dkdv, DqLayout<DP>::BYTES);
 }
 
 template <int DT, int DP>
@@ -99,37 +83,14 @@ void launch_all(Stream& st, const MmaGrad& m, const PagedBackwardCall& c, float*
 }  // namespace
 }  // namespace bwd
 
-bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
+void attention_backward_mma(Stream& st, const PagedBackwardCall& c, const BackwardItems& items) {
   using namespace bwd;
   const PagedGrad& g = c.p;
   const DeviceProps& pr = st.props();
-  if (!enabled() || !st.tuning().native() || pr.cc_major < 8) return false;
-  if (c.dtype != hal::DType::bf16 && c.dtype != hal::DType::f16) return false;
-  if (g.D <= 0 || g.D > 128 || g.D % 16 != 0 || g.G < 1 || g.G > 16 || g.Hkv < 1) return false;
-  const auto aligned = [](const void* ptr, uintptr_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; };
-  if (!aligned(g.q, 16) || !aligned(g.dout, 16) || !aligned(c.out, 16) || !aligned(g.kc, 16) || !aligned(g.vc, 16) ||
-      !aligned(g.dq, 8) || !aligned(g.dk, 8) || !aligned(g.dv, 8))
-    return false;
   const AttendSets& sets = g.sets;
-  const int Bs = sets.bt.Bs, KW = chunk_keys(Bs);
-  const int smem = g.D <= 64 ? smem_needed<64>(KW) : smem_needed<128>(KW);
-  if (static_cast<size_t>(smem) > pr.smem_optin) return false;
   const bool sparse = sets.bidx != nullptr;
-  const int64_t T = c.T, P = c.P, Hkv = g.Hkv, S = P * Hkv;
-  // Tokens of the sorted entries (each token is in at most Hs * k entries, or one per
-  // causal block when dense) and of the slabs (a bucket serves every KV head when Hb = 1):
-  // the prefixes and item tickets are ints.
-  const int64_t tok_bound = sparse ? T * sets.Hs * sets.k : T * sets.bt.max_blocks;
-  const int64_t slab_tok_bound = tok_bound * (g.Hb == 1 ? Hkv : 1);
-  const int64_t tpi = tokens_per_item(forced_tpi(), g.G, slab_tok_bound);
-  const int chunks = (Bs + KW - 1) / KW;
-  const int64_t items_bound = (S + slab_tok_bound / tpi + 1) * chunks;
-  const DqTiling tl(g.G, 16);
-  const int64_t dq_units = (T + tl.tile_tokens - 1) / tl.tile_tokens * Hkv * tl.head_chunks;
-  if (tok_bound >= INT_MAX || slab_tok_bound >= INT_MAX || S >= INT_MAX || items_bound >= INT_MAX ||
-      dq_units / kDqWarps >= INT_MAX || T >= INT_MAX)
-    return false;
-
+  const int64_t T = c.T, P = c.P, S = items.slabs;
+  const int chunks = items.chunks;
   const int64_t Hq = g.Hq;
   ScratchPlan plan;
   const size_t si_at = plan.reserve<SeqInfo>(sets.bt.B);
@@ -167,7 +128,7 @@ bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
   m.Hb = g.Hb;
   m.S = static_cast<int>(S);
   m.chunks = chunks;
-  m.tpi = static_cast<int>(tpi);
+  m.tpi = static_cast<int>(items.tpi);
   auto* tok = reinterpret_cast<int*>(ws + tok_at);
   auto* off = reinterpret_cast<int*>(ws + off_at);
   auto* sem = reinterpret_cast<int*>(ws + sem_at);
@@ -199,7 +160,6 @@ bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c) {
     else
       launch_all<kBF16, 128>(st, m, c, delta);
   }
-  return true;
 }
 
 }  // namespace msa::cuda

@@ -10,11 +10,9 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/attention_backward_mma.cuh"
+#include "backends/cuda/kernels/attention_backward/mma.cuh"
 
 namespace msa::cuda::bwd {
-
-inline constexpr int kEntChunk = 1024;  // entries an item may span: its tokens < kEntChunk
 
 // The key tiles (block c, page, first key k0; the block's slots for `walk`) of the blocks
 // token `walk` attends with selection row `row`, kKeys keys at a time. Lane l holds entry

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backends/cuda/kernels/attention_backward/mma_layout.h"
 #include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
 #include "backends/cuda/kernels/portable/training_index.cuh"
 
@@ -67,11 +68,6 @@ __device__ __forceinline__ void load_rows_a(const char* base, int64_t row0, int6
     a[kk][3] = in && row1 >= 0 ? __ldg(r1 + 8 * kk + 4 + q) : 0u;
   }
 }
-
-// Shared-memory rows of ROWB = 2 DP + 16 bytes: 8 consecutive rows at one 16-byte column
-// hit 8 distinct 4-bank groups, so ldmatrix reads them without conflicts.
-template <int DP>
-inline constexpr int kRowBytes = DP * 2 + 16;
 
 // ldmatrix lane address of a 16 x 16 block of 16-bit rows at `base` (ROWB bytes each),
 // k-step kk: lanes 0-7 give rows 0-7 and lanes 8-15 rows 8-15 of column chunk 2 kk, lanes

@@ -27,9 +27,9 @@
 // ki_scale of unused slots stays in its own column and is never selected. Rows of tokens
 // outside the tile are zero in shared memory and their results are discarded.
 //
-// Selected by indexer_score (portable/indexer_score.cu) for prefill-like calls (T >= 8 B)
-// with qi bf16 (keys bf16 or fp8) or f16 (fp8 keys), Bs = 64 or a multiple of 128; decode,
-// f32 and f16 x bf16 keep the portable kernel. H200, 8192 queries at L = 128K, Hi = 4,
+// Chosen by choose_indexer_score (choose.cpp) for prefill-like calls (T >= 8 B) with qi
+// bf16 (keys bf16 or fp8) or f16 (fp8 keys), Bs = 64 or a multiple of 128; decode, f32 and
+// f16 x bf16 keep the portable kernel. H200, 8192 queries at L = 128K, Hi = 4,
 // Di = 128: 4.4 ms = 243 TFLOP/s, 28% of the bf16 matmul ceiling; mma.sync with 8 warps
 // in lockstep leaves the tensor pipe idle during the pooling epilogue (docs/performance.md).
 #include <cuda_bf16.h>
@@ -40,9 +40,11 @@
 #include <cfloat>
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/indexer_tile.cuh"
 #include "backends/cuda/kernels/cuda_only/max_nan.cuh"
-#include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/indexer_score/prefill.h"
+#include "backends/cuda/kernels/indexer_score/prefill_layout.h"
+#include "backends/cuda/kernels/indexer_score/prefill_tile.cuh"
+#include "backends/cuda/kernels/portable/indexer_batch.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "hal/op_id.h"
@@ -50,11 +52,8 @@
 namespace msa::cuda {
 namespace {
 
-constexpr int kThreads = 256;  // 8 warps: 4 along rows x 2 along keys
-constexpr int kRows = 256;     // GEMM rows per CTA
-constexpr int kChunk = 128;    // keys per pipeline step
-constexpr int kMaxSpan = 256;  // KV blocks per CTA at most (their page ids live in shared memory)
-constexpr int kMinSpan = 16;   // fewest KV blocks worth a CTA of their own (Q tile: 64 KiB)
+using namespace indexer_tc;   // kThreads, kRows, kChunk, kMaxSpan (prefill_layout.h)
+constexpr int kMinSpan = 16;  // fewest KV blocks worth a CTA of their own (Q tile: 64 KiB)
 constexpr float kLn2 = 0.69314718055994531f, kLog2e = 1.4426950408889634f;
 
 struct TcIndexerParams {
@@ -76,19 +75,7 @@ struct TcIndexerParams {
 };
 
 template <int DP>
-struct TcIndexerLayout {
-  static constexpr int ROW = DP + 8;                            // 16-bit elements per row
-  static constexpr int Q_OFF = 0;                               // [kRows][ROW]
-  static constexpr int K_OFF = Q_OFF + kRows * ROW * 2;         // [2][kChunk][ROW]
-  static constexpr int STG_OFF = K_OFF + 2 * kChunk * ROW * 2;  // [kChunk][DP] raw fp8 keys
-  static constexpr int KS_OFF = STG_OFF + kChunk * DP;          // [2][kChunk] ki_scale
-  static constexpr int PM_OFF = KS_OFF + 2 * kChunk * 4;        // [2][kRows] partial max
-  static constexpr int PE_OFF = PM_OFF + 2 * kRows * 4;         // [2][kRows] partial sum
-  static constexpr int LIM_OFF = PE_OFF + 2 * kRows * 4;        // [kRows] last visible key
-  static constexpr int PAGE_OFF = LIM_OFF + kRows * 4;          // [kMaxSpan] page ids
-  static constexpr int WMAX_OFF = PAGE_OFF + kMaxSpan * 4;      // [2][warps]
-  static constexpr int BYTES = WMAX_OFF + 2 * (kThreads / 32) * 4;
-};
+using TcIndexerLayout = Layout<DP>;
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -519,74 +506,32 @@ void launch(const TcIndexerParams& p, dim3 grid, Stream& st) {
 
 }  // namespace
 
-bool launch_tc_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
-  auto& st = gpu_stream(s);
-  const DeviceProps& pr = st.props();
-  if (!st.tuning().native() || pr.cc_major < 8) return false;
-  const hal::DType qdt = a.qi.dtype, kdt = a.ki_cache.dtype;
-  const bool fp8 = kdt == hal::DType::fp8_e4m3;
-  if (qdt != hal::DType::bf16 && qdt != hal::DType::f16) return false;
-  if (kdt != hal::DType::bf16 && !fp8) return false;
-  if (qdt == hal::DType::f16 && !fp8) return false;  // f16 x bf16: no exact common MMA type
-  const int64_t T = a.qi.dim(0), Hi = a.qi.dim(1), Di = a.qi.dim(2);
-  const int64_t B = a.kv_len.dim(0), MB = a.block_table.dim(1), Bs = a.ki_cache.dim(1);
-  if (a.NQ <= 0 || MB <= 0 || T <= 0 || B <= 0) return false;
-  if (T < 8 * B) return false;  // decode-like (few queries per sequence): the portable kernel
-  if (Di <= 0 || Di > 128 || Di % 16 != 0) return false;
-  if (Bs != 64 && Bs % kChunk != 0) return false;
-  if (Hi < 1 || Hi > kRows) return false;
-  if (reinterpret_cast<uintptr_t>(a.qi.data<char>()) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(a.ki_cache.data<char>()) % 16 != 0)
-    return false;
-  if (a.ki_scale.present() && reinterpret_cast<uintptr_t>(a.ki_scale.data<char>()) % 4 != 0) return false;
-
+void indexer_prefill_tc(Stream& st, const ops::IndexerScoreArgs& a, const IndexerShape& sh) {
   TcIndexerParams p;
-  p.bt.cu_q = a.cu_q.data<int32_t>();
-  p.bt.kv_len = a.kv_len.data<int32_t>();
-  p.bt.block_table = a.block_table.data<int32_t>();
-  p.bt.B = static_cast<int>(B);
-  p.bt.T = static_cast<int>(T);
-  p.bt.max_blocks = static_cast<int>(MB);
-  p.bt.Bs = static_cast<int>(Bs);
-  p.bt.P = a.ki_cache.dim(0);
-  p.bt.flag = st.error_flag();
-  p.bt.op = static_cast<int>(hal::OpId::indexer_score);
+  p.bt = indexer_batch(st, a);
   p.qi = a.qi.data<void>();
   p.ki = a.ki_cache.data<void>();
   p.ki_scale = a.ki_scale.present() ? a.ki_scale.data<float>() : nullptr;
   p.out = a.block_score.data<float>();
   p.Qb = a.Qb;
   p.NQ = a.NQ;
-  p.Hi = static_cast<int>(Hi);
-  p.Di = static_cast<int>(Di);
-  int tm = 1;
-  while (tm * 2 * Hi <= kRows) tm *= 2;
-  p.TM = tm;
-  p.W = std::max(a.Qb, tm);
-  p.lse = a.pool == ops::Pool::lse;
-  p.fp8 = fp8;
+  p.Hi = static_cast<int>(sh.Hi);
+  p.Di = static_cast<int>(sh.Di);
+  p.TM = tile_tokens(p.Hi);
+  p.W = std::max(a.Qb, p.TM);
+  p.lse = sh.lse;
+  p.fp8 = sh.keys == hal::DType::fp8_e4m3;
   p.base = a.scale * (p.lse ? kLog2e : 1.0f);
   p.cols = p.ki_scale != nullptr || !(p.base > 0.0f);
-
-  // Tiles: exactly NQ when a query block fills a tile, else at most NQ and at most
-  // ceil(T / W) + 2 per sequence (a sequence's first and last window may be partial).
-  const int64_t tiles = a.Qb >= tm ? a.NQ : std::min<int64_t>(a.NQ, (T + p.W - 1) / p.W + 2 * B);
-  // Splits of each tile's key range: ~8 CTAs per SM in all, each range <= kMaxSpan blocks.
-  const int64_t want = int64_t{8} * pr.sm_count;
-  const int64_t nsplit = std::max<int64_t>((want + tiles - 1) / tiles, (MB + kMaxSpan - 1) / kMaxSpan);
-  if (tiles > INT32_MAX || nsplit > 65535) return false;
-  p.nsplit = static_cast<int>(nsplit);
-  const int smem = Di <= 64 ? TcIndexerLayout<64>::BYTES : TcIndexerLayout<128>::BYTES;
-  if (static_cast<size_t>(smem) + 4096 > pr.smem_optin) return false;
-
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(nsplit));
-  if (qdt == hal::DType::bf16) {
-    Di <= 64 ? launch<kBF16, 64>(p, grid, st) : launch<kBF16, 128>(p, grid, st);
+  const PrefillGrid g = prefill_grid(sh.T, sh.B, sh.NQ, sh.MB, a.Qb, p.TM, st.props().sm_count, kMaxSpan);
+  p.nsplit = static_cast<int>(g.nsplit);
+  const dim3 grid(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.nsplit));
+  if (sh.qi == hal::DType::bf16) {
+    p.Di <= 64 ? launch<kBF16, 64>(p, grid, st) : launch<kBF16, 128>(p, grid, st);
   } else {
-    Di <= 64 ? launch<kF16, 64>(p, grid, st) : launch<kF16, 128>(p, grid, st);
+    p.Di <= 64 ? launch<kF16, 64>(p, grid, st) : launch<kF16, 128>(p, grid, st);
   }
   MSA_CUDA_CHECK_LAUNCH();
-  return true;
 }
 
 }  // namespace msa::cuda

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/backward_mma_work.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_work.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/training_index.cuh"
 #include "hal/env.h"
@@ -18,25 +18,6 @@
 namespace msa::cuda::bwd {
 
 inline constexpr int kPrepThreads = 256;
-
-// Keys per KV-block-outer block: 64 (4 warps, 2 blocks per SM) for Bs <= 64, else 128
-// (8 warps).
-inline int chunk_keys(int Bs) { return Bs <= 64 ? 64 : 128; }
-
-// Tokens per item: `forced` when > 0, else from the shape alone, whatever the device:
-// about kTargetItems items over `tokens` (the lists' tokens; enough to spread a heavy
-// list, the sink block every query selects, over many blocks), at least kMinItemRows
-// rows of G heads, under kEntChunk.
-inline constexpr int64_t kTargetItems = 4096;
-inline constexpr int64_t kMinItemRows = 1024;
-inline int64_t tokens_per_item(int forced, int64_t G, int64_t tokens) {
-  if (forced > 0) return forced;
-  return std::min<int64_t>(kEntChunk - 1,
-                           std::max<int64_t>((kMinItemRows + G - 1) / G, (tokens + kTargetItems - 1) / kTargetItems));
-}
-// The value of environment variable `name` as a forced item size (1 .. kEntChunk - 1; 0:
-// from the shape): for testing the ordered hand-off between items on small cases.
-inline int forced_item_tokens(const char* name) { return std::clamp(env_int(name, 0), 0, kEntChunk - 1); }
 
 // tok[w] = tokens of sorted entry w (0 past the valid ones), tok[N] = 0: scanned in place
 // into the token prefix.
