@@ -529,7 +529,7 @@ void launch_decode_split_sparse(Stream& st, const SparseParams& sp, hal::DType d
   p.Hs = sp.Hs;
   p.nrc = sp.nrc;
   p.guess_b = sp.NQ == sp.bt.B ? 1 : 0;
-  const int64_t groups = sp.NQ * sp.Hkv * sp.nrc;
+  const int64_t groups = attn_geom::decode_sparse_groups(attn_call(st, sp, dt));
   p.S = attn_geom::decode_splits(groups, int64_t{sp.k} * p.tpb, st.props());
   launch_decode<false>(st, p, dt, groups);
 }

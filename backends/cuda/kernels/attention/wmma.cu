@@ -6,6 +6,7 @@
 #include "backends/cuda/kernels/attention/wmma_core.cuh"
 
 namespace msa::cuda {
+static_assert(attn_geom::kRows == kRows, "the choosers' row chunks are the shared-core kernels'");
 namespace {
 
 // Runs BODY with `constexpr int DT` bound to bf16 or f16.

@@ -113,7 +113,7 @@ int max_clusters(KernelPtr k, int smem, int C, int device) {
 
 void launch_decode_cluster(Stream& st, const SparseParams& sp, hal::DType dt) {
   const DeviceProps& pr = st.props();
-  const int64_t groups = sp.NQ * sp.Hkv * sp.nrc;
+  const int64_t groups = attn_geom::decode_sparse_groups(attn_call(st, sp, dt));
   if (groups <= 0) return;
   int kpow = 1;
   while (kpow < sp.k) kpow *= 2;
