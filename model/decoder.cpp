@@ -167,7 +167,7 @@ void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& ou
   ops::KvAppendArgs ka;
   ka.k = k;
   ka.v = v;
-  ka.batch() = b.paged;
+  ops::set_batch(ka, b.paged);
   ka.k_cache = lc.k_cache;
   ka.v_cache = lc.v_cache;
   if (dense) {
@@ -176,7 +176,7 @@ void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& ou
     da.q = q;
     da.k_cache = lc.k_cache;
     da.v_cache = lc.v_cache;
-    da.batch() = b.paged;
+    ops::set_batch(da, b.paged);
     da.out = attn;
     da.lse = lse;
     run_.dense_attention(da);
@@ -201,7 +201,7 @@ void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& ou
     sa.q = q;
     sa.k_cache = lc.k_cache;
     sa.v_cache = lc.v_cache;
-    sa.batch() = b.paged;
+    ops::set_batch(sa, b.paged);
     sa.Qb = c_.sparse_query_block;
     sa.NQ = b.NQ;
     sa.mode = c_.selection_mode();
@@ -230,7 +230,7 @@ void Decoder::index_selection(int l, const Batch& b, const Tensor& h, const Tens
   is.qi = qi;
   is.ki_cache = lc.ki_cache;
   is.ki_scale = lc.ki_scale;
-  is.batch() = b.paged;
+  ops::set_batch(is, b.paged);
   is.Qb = c_.sparse_query_block;
   is.NQ = b.NQ;
   is.mode = c_.selection_mode();

@@ -25,11 +25,14 @@ enum class NormKind : int { plain, gemma };
 const char* mode_name(SelectionMode m);
 const char* pool_name(Pool p);
 
-struct IndexerScoreArgs : PagedBatch {  // block_table, kv_len, cu_q
-  Tensor qi;                            // [T][Hi][Di] f32|bf16|f16
-  Tensor ki_cache;                      // [P][Bs][Di] bf16|f32|fp8_e4m3, or NVFP4: [P][Bs][Di/2] fp4_e2m1x2
-  Tensor ki_scale;                      // fp8 keys: (optional) [P][Bs] f32, absent = 1;
-                                        // NVFP4 keys: (required) [P][Bs][Di/16] fp8_e4m3 group scales
+struct IndexerScoreArgs {
+  Tensor qi;           // [T][Hi][Di] f32|bf16|f16
+  Tensor ki_cache;     // [P][Bs][Di] bf16|f32|fp8_e4m3, or NVFP4: [P][Bs][Di/2] fp4_e2m1x2
+  Tensor ki_scale;     // fp8 keys: (optional) [P][Bs] f32, absent = 1;
+                       // NVFP4 keys: (required) [P][Bs][Di/16] fp8_e4m3 group scales
+  Tensor block_table;  // [B][max_blocks] i32
+  Tensor kv_len;       // [B] i32
+  Tensor cu_q;         // [B+1] i32
   int Qb = 1;
   int64_t NQ = 0;
   SelectionMode mode = SelectionMode::per_kv_head;
@@ -52,10 +55,13 @@ struct BlockTopkArgs {
   Tensor block_cnt;  // out [NQ][Hs] i32
 };
 
-struct SparseAttentionArgs : PagedBatch {  // block_table, kv_len, cu_q
-  Tensor q;                                // [T][Hq][D]
-  Tensor k_cache;                          // [P][Hkv][Bs][D]
-  Tensor v_cache;                          // [P][Hkv][Bs][D]
+struct SparseAttentionArgs {
+  Tensor q;            // [T][Hq][D]
+  Tensor k_cache;      // [P][Hkv][Bs][D]
+  Tensor v_cache;      // [P][Hkv][Bs][D]
+  Tensor block_table;  // [B][max_blocks] i32
+  Tensor kv_len;       // [B] i32
+  Tensor cu_q;         // [B+1] i32
   int Qb = 1;
   int64_t NQ = 0;
   SelectionMode mode = SelectionMode::per_kv_head;
@@ -65,8 +71,8 @@ struct SparseAttentionArgs : PagedBatch {  // block_table, kv_len, cu_q
   Tensor lse;          // out [T][Hq] f32
 };
 
-struct DenseAttentionArgs : PagedBatch {  // block_table, kv_len, cu_q
-  Tensor q, k_cache, v_cache;             // as SparseAttentionArgs
+struct DenseAttentionArgs {
+  Tensor q, k_cache, v_cache, block_table, kv_len, cu_q;  // as SparseAttentionArgs
   float scale = 0.0f;
   Tensor out;  // out [T][Hq][D]
   Tensor lse;  // out [T][Hq] f32
@@ -85,9 +91,9 @@ struct PatchAttention3dArgs {
 // KL loss. Gradients are f32; dk_cache/dv_cache/dki_cache slots no query attended are 0.
 
 // Gradient of sparse_block_attention: the forward's inputs and outputs plus dout.
-struct SparseAttentionBackwardArgs : PagedBatch {  // block_table, kv_len, cu_q
-  Tensor dout;                                     // [T][Hq][D], dtype of q
-  Tensor q, k_cache, v_cache;                      // as SparseAttentionArgs
+struct SparseAttentionBackwardArgs {
+  Tensor dout;                                            // [T][Hq][D], dtype of q
+  Tensor q, k_cache, v_cache, block_table, kv_len, cu_q;  // as SparseAttentionArgs
   int Qb = 1;
   int64_t NQ = 0;
   SelectionMode mode = SelectionMode::per_kv_head;
@@ -101,9 +107,9 @@ struct SparseAttentionBackwardArgs : PagedBatch {  // block_table, kv_len, cu_q
 };
 
 // Gradient of dense_attention: as SparseAttentionBackwardArgs without the selection.
-struct DenseAttentionBackwardArgs : PagedBatch {  // block_table, kv_len, cu_q
-  Tensor dout;                                    // [T][Hq][D], dtype of q
-  Tensor q, k_cache, v_cache;
+struct DenseAttentionBackwardArgs {
+  Tensor dout;  // [T][Hq][D], dtype of q
+  Tensor q, k_cache, v_cache, block_table, kv_len, cu_q;
   float scale = 0.0f;
   Tensor out, lse;  // the forward's outputs
   Tensor dq;        // out [T][Hq][D] f32
@@ -128,14 +134,17 @@ const char* stage_name(KlStage s);
 
 // KL(target || student) per query and selection head, with the gradients of
 // sum dkl * kl to the indexer's queries and keys (the target is detached).
-struct IndexerKlArgs : PagedBatch {  // block_table, kv_len, cu_q
-  Tensor qi;                         // [T][Hi][Di] f32|bf16|f16
-  Tensor ki_cache;                   // [P][Bs][Di] bf16|f32
-  Tensor q;                          // [T][Hq][D]
-  Tensor k_cache;                    // [P][Hkv][Bs][D], dtype of q
-  Tensor lse;                        // [T][Hq] f32, the main branch's lse over the same token sets
-  Tensor block_idx;                  // [NQ][Hs][k] i32, stage sparse only (absent for dense)
-  Tensor dkl;                        // (optional) [T][Hs] f32, absent = all ones
+struct IndexerKlArgs {
+  Tensor qi;           // [T][Hi][Di] f32|bf16|f16
+  Tensor ki_cache;     // [P][Bs][Di] bf16|f32
+  Tensor q;            // [T][Hq][D]
+  Tensor k_cache;      // [P][Hkv][Bs][D], dtype of q
+  Tensor lse;          // [T][Hq] f32, the main branch's lse over the same token sets
+  Tensor block_table;  // [B][max_blocks] i32
+  Tensor kv_len;       // [B] i32
+  Tensor cu_q;         // [B+1] i32
+  Tensor block_idx;    // [NQ][Hs][k] i32, stage sparse only (absent for dense)
+  Tensor dkl;          // (optional) [T][Hs] f32, absent = all ones
   KlStage stage = KlStage::sparse;
   int Qb = 1;      // stage sparse only
   int64_t NQ = 0;  // stage sparse only
@@ -152,15 +161,18 @@ struct IndexerKlArgs : PagedBatch {  // block_table, kv_len, cu_q
 // ki_cache) is f32/bf16/f16 and is converted to ki_cache's dtype; for fp8 keys with a
 // ki_scale tensor the per-token scale is amax/448 (1 when the row is all zero); NVFP4
 // keys are quantized per group of 16 dims (hal/nvfp4.h, quantize_nvfp4_group).
-struct KvAppendArgs : PagedBatch {  // block_table, kv_len (including the new tokens), cu_q
-  Tensor k;                         // [T][Hkv][D]
-  Tensor v;                         // [T][Hkv][D]
-  Tensor ki;                        // (optional) [T][Di]
-  Tensor k_cache;                   // in/out [P][Hkv][Bs][D]
-  Tensor v_cache;                   // in/out [P][Hkv][Bs][D]
-  Tensor ki_cache;                  // (optional) in/out [P][Bs][Di] ([P][Bs][Di/2] fp4_e2m1x2 for NVFP4)
-  Tensor ki_scale;                  // (optional) in/out [P][Bs] f32, fp8 ki_cache only;
-                                    // (required) in/out [P][Bs][Di/16] fp8_e4m3 for an NVFP4 ki_cache
+struct KvAppendArgs {
+  Tensor k;            // [T][Hkv][D]
+  Tensor v;            // [T][Hkv][D]
+  Tensor ki;           // (optional) [T][Di]
+  Tensor block_table;  // [B][max_blocks] i32
+  Tensor kv_len;       // [B] i32 (including the new tokens)
+  Tensor cu_q;         // [B+1] i32
+  Tensor k_cache;      // in/out [P][Hkv][Bs][D]
+  Tensor v_cache;      // in/out [P][Hkv][Bs][D]
+  Tensor ki_cache;     // (optional) in/out [P][Bs][Di] ([P][Bs][Di/2] fp4_e2m1x2 for NVFP4)
+  Tensor ki_scale;     // (optional) in/out [P][Bs] f32, fp8 ki_cache only;
+                       // (required) in/out [P][Bs][Di/16] fp8_e4m3 for an NVFP4 ki_cache
 };
 
 // y = x W^T (+ bias). x [M][K], w [N][K], bias [N] (optional), y [M][N].

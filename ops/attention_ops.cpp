@@ -97,7 +97,7 @@ IndexerScoreArgs checked_indexer_score(hal::Device& device, const IndexerScoreAr
   c.query_block_size(a.Qb);
   MSA_REQUIRE(c, a.NQ >= 0, "NQ", "must be >= 0");
   MSA_REQUIRE(c, a.pool == Pool::max || a.pool == Pool::lse, "pool", "must be max or lse");
-  const int64_t max_blocks = detail::check_paged_batch(c, a.batch(), Bs).max_blocks;
+  const int64_t max_blocks = detail::check_paged_batch(c, ops::batch_of(a), Bs).max_blocks;
   c.tensor(a.block_score, "block_score", 3, {DType::f32});
   c.dim(a.block_score, "block_score", 0, a.NQ, "NQ");
   c.dim(a.block_score, "block_score", 1, Hi, "Hi");
@@ -212,7 +212,7 @@ void indexer_topk(hal::Device& device, const IndexerScoreArgs& idx_args, const B
 void sparse_block_attention(hal::Device& device, const SparseAttentionArgs& args) {
   Checker c(device, OpId::sparse_block_attention);
   SparseAttentionArgs a = args;
-  const AttnDims d = check_paged_attention(c, a.q, a.k_cache, a.v_cache, a.batch(), a.out, a.lse);
+  const AttnDims d = check_paged_attention(c, a.q, a.k_cache, a.v_cache, ops::batch_of(a), a.out, a.lse);
   c.query_block_size(a.Qb);
   MSA_REQUIRE(c, a.NQ >= 0, "NQ", "must be >= 0");
   check_mode(c, a.mode);
@@ -227,7 +227,7 @@ void sparse_block_attention(hal::Device& device, const SparseAttentionArgs& args
 void dense_attention(hal::Device& device, const DenseAttentionArgs& args) {
   Checker c(device, OpId::dense_attention);
   DenseAttentionArgs a = args;
-  const AttnDims d = check_paged_attention(c, a.q, a.k_cache, a.v_cache, a.batch(), a.out, a.lse);
+  const AttnDims d = check_paged_attention(c, a.q, a.k_cache, a.v_cache, ops::batch_of(a), a.out, a.lse);
   a.scale = resolve_scale(c, a.scale, d.D);
   detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, d.P, static_cast<int>(d.Bs), 1, -1, d.T);
   detail::dispatch(device, OpId::dense_attention, &a);
@@ -267,7 +267,7 @@ void kv_append(hal::Device& device, const KvAppendArgs& a) {
   c.dim(a.k, "k", 2, D, "D");
   c.tensor(a.v, "v", 3);
   c.same_shape(a.v, "v", a.k, "k");
-  detail::check_paged_batch(c, a.batch(), Bs);
+  detail::check_paged_batch(c, ops::batch_of(a), Bs);
   MSA_REQUIRE(c, a.ki.present() == a.ki_cache.present(), a.ki.present() ? "ki_cache" : "ki",
               "ki and ki_cache must be given together");
   if (a.ki_cache.present()) {

@@ -17,7 +17,7 @@ namespace msa::MSA_GPU_NS {
 // row chunking of the shared-core kernels, the scale and the outputs.
 template <class Params, class Args>
 void bind_paged_attention(Stream& st, const Args& a, hal::OpId op, Params& p) {
-  p.bt = to_batch(st, a.batch(), a.q.dim(0), a.k_cache.dim(2), a.k_cache.dim(0), op);
+  p.bt = to_batch(st, ops::batch_of(a), a.q.dim(0), a.k_cache.dim(2), a.k_cache.dim(0), op);
   p.q = a.q.template data<void>();
   p.kc = a.k_cache.template data<char>();
   p.vc = a.v_cache.template data<char>();

@@ -103,7 +103,7 @@ void kv_append(hal::Stream& s, const ops::KvAppendArgs& a) {
   if (T == 0) return;
   auto& st = gpu_stream(s);
   AppendParams p;
-  p.bt = to_batch(st, a.batch(), T, a.k_cache.dim(2), a.k_cache.dim(0), hal::OpId::kv_append);
+  p.bt = to_batch(st, ops::batch_of(a), T, a.k_cache.dim(2), a.k_cache.dim(0), hal::OpId::kv_append);
   p.k = a.k.data<uint16_t>();
   p.v = a.v.data<uint16_t>();
   p.k_cache = a.k_cache.data<uint16_t>();
