@@ -48,6 +48,7 @@
 #include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
 #include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
+#include "backends/cuda/kernels/portable/paged_batch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "backends/cuda/kernels/portable/topk_row.cuh"
 #include "backends/cuda/kernels/portable/topk_select.cuh"
@@ -523,16 +524,7 @@ bool decode_params(Stream& st, const ops::IndexerScoreArgs& a, Params& p) {
   if (off || !st.tuning().native() || st.props().cc_major < 8 || !scales_ok || !keys_ok || a.Qb != 1 ||
       a.qi.dim(0) > 64 || Hi > 8 || (Di != 64 && Di != 128) || Bs % 16 != 0)
     return false;
-  p.bt.cu_q = a.cu_q.data<int32_t>();
-  p.bt.kv_len = a.kv_len.data<int32_t>();
-  p.bt.block_table = a.block_table.data<int32_t>();
-  p.bt.B = static_cast<int>(a.kv_len.dim(0));
-  p.bt.T = static_cast<int>(a.qi.dim(0));
-  p.bt.max_blocks = static_cast<int>(a.block_table.dim(1));
-  p.bt.Bs = Bs;
-  p.bt.P = a.ki_cache.dim(0);
-  p.bt.flag = st.error_flag();
-  p.bt.op = static_cast<int>(hal::OpId::indexer_score);
+  p.bt = to_batch(st, ops::batch_of(a), a.qi.dim(0), Bs, a.ki_cache.dim(0), hal::OpId::indexer_score);
   p.qi = a.qi.data<uint16_t>();
   p.qi_f16 = qd == hal::DType::f16;
   p.ki = a.ki_cache.data<uint8_t>();

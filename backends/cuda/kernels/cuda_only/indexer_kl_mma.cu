@@ -125,7 +125,7 @@ bool launch_mma_indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
   if (static_cast<size_t>(smem) > pr.smem_optin) return false;
 
   KlMma m;
-  m.sets.bt = paged_batch(st, a.cu_q, a.kv_len, a.block_table, a.k_cache, T, hal::OpId::indexer_kl);
+  m.sets.bt = to_batch(st, ops::batch_of(a), T, a.k_cache.dim(2), a.k_cache.dim(0), hal::OpId::indexer_kl);
   if (sparse) {
     m.sets.bidx = a.block_idx.data<int32_t>();
     m.sets.k = static_cast<int>(a.block_idx.dim(2));

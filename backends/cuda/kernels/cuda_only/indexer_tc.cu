@@ -44,6 +44,7 @@
 #include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
+#include "backends/cuda/kernels/portable/paged_batch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "hal/op_id.h"
 
@@ -541,16 +542,7 @@ bool launch_tc_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   if (a.ki_scale.present() && reinterpret_cast<uintptr_t>(a.ki_scale.data<char>()) % 4 != 0) return false;
 
   TcIndexerParams p;
-  p.bt.cu_q = a.cu_q.data<int32_t>();
-  p.bt.kv_len = a.kv_len.data<int32_t>();
-  p.bt.block_table = a.block_table.data<int32_t>();
-  p.bt.B = static_cast<int>(B);
-  p.bt.T = static_cast<int>(T);
-  p.bt.max_blocks = static_cast<int>(MB);
-  p.bt.Bs = static_cast<int>(Bs);
-  p.bt.P = a.ki_cache.dim(0);
-  p.bt.flag = st.error_flag();
-  p.bt.op = static_cast<int>(hal::OpId::indexer_score);
+  p.bt = to_batch(st, ops::batch_of(a), T, Bs, a.ki_cache.dim(0), hal::OpId::indexer_score);
   p.qi = a.qi.data<void>();
   p.ki = a.ki_cache.data<void>();
   p.ki_scale = a.ki_scale.present() ? a.ki_scale.data<float>() : nullptr;

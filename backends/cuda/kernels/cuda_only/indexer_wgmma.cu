@@ -52,6 +52,7 @@
 #include "backends/cuda/kernels/cuda_only/tensor_map.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
+#include "backends/cuda/kernels/portable/paged_batch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "hal/env.h"
 #include "hal/op_id.h"
@@ -514,16 +515,7 @@ bool launch_wgmma_indexer(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   if (!hopper_code_present(pr.index)) return false;  // the build has no sm_90a code
 
   WgIndexerParams p;
-  p.bt.cu_q = a.cu_q.data<int32_t>();
-  p.bt.kv_len = a.kv_len.data<int32_t>();
-  p.bt.block_table = a.block_table.data<int32_t>();
-  p.bt.B = static_cast<int>(B);
-  p.bt.T = static_cast<int>(T);
-  p.bt.max_blocks = static_cast<int>(MB);
-  p.bt.Bs = static_cast<int>(Bs);
-  p.bt.P = P;
-  p.bt.flag = st.error_flag();
-  p.bt.op = static_cast<int>(hal::OpId::indexer_score);
+  p.bt = to_batch(st, ops::batch_of(a), T, Bs, P, hal::OpId::indexer_score);
   p.out = a.block_score.data<float>();
   p.Qb = a.Qb;
   p.NQ = a.NQ;

@@ -250,7 +250,7 @@ void paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::O
   const int64_t T = a.q.dim(0), Hq = a.q.dim(1), D = a.q.dim(2);
   const int64_t P = a.k_cache.dim(0), Hkv = a.k_cache.dim(1), Bs = a.k_cache.dim(2);
   PagedGrad p;
-  p.sets.bt = paged_batch(st, a.cu_q, a.kv_len, a.block_table, a.k_cache, T, op);
+  p.sets.bt = to_batch(st, ops::batch_of(a), T, a.k_cache.dim(2), a.k_cache.dim(0), op);
   const bool sparse = sel.block_idx != nullptr;
   if (sparse) {
     p.sets.bidx = sel.block_idx->data<int32_t>();

@@ -46,7 +46,7 @@ void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
   const int64_t Hs = a.qi.dim(1), Di = a.qi.dim(2);
   const bool sparse = a.stage == ops::KlStage::sparse;
   KlParams p;
-  p.sets.bt = paged_batch(st, a.cu_q, a.kv_len, a.block_table, a.k_cache, T, hal::OpId::indexer_kl);
+  p.sets.bt = to_batch(st, ops::batch_of(a), T, a.k_cache.dim(2), a.k_cache.dim(0), hal::OpId::indexer_kl);
   if (sparse) {
     p.sets.bidx = a.block_idx.data<int32_t>();
     p.sets.k = static_cast<int>(a.block_idx.dim(2));

@@ -15,6 +15,7 @@
 
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
+#include "backends/cuda/kernels/portable/paged_batch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "hal/op_id.h"
 #if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
@@ -298,16 +299,7 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   if (launch_tc_indexer(s, a)) return;          // prefill on tensor cores (native tier, bf16/f16 qi)
 #endif
   IndexerParams p;
-  p.bt.cu_q = a.cu_q.data<int32_t>();
-  p.bt.kv_len = a.kv_len.data<int32_t>();
-  p.bt.block_table = a.block_table.data<int32_t>();
-  p.bt.B = static_cast<int>(a.kv_len.dim(0));
-  p.bt.T = static_cast<int>(a.qi.dim(0));
-  p.bt.max_blocks = static_cast<int>(a.block_table.dim(1));
-  p.bt.Bs = static_cast<int>(a.ki_cache.dim(1));
-  p.bt.P = a.ki_cache.dim(0);
-  p.bt.flag = st.error_flag();
-  p.bt.op = static_cast<int>(hal::OpId::indexer_score);
+  p.bt = to_batch(st, ops::batch_of(a), a.qi.dim(0), a.ki_cache.dim(1), a.ki_cache.dim(0), hal::OpId::indexer_score);
   p.qi = a.qi.data<void>();
   p.qi_dt = dt_code(a.qi.dtype);
   p.ki = a.ki_cache.data<void>();
