@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "hal/tensor.h"
+#include "ops/paged_batch.h"
 
 namespace msa::ops {
 

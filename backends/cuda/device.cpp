@@ -39,7 +39,7 @@ DeviceProps read_props(int index) {
   r.smem_optin = p.sharedMemPerBlockOptin;
   r.l2_bytes = static_cast<size_t>(p.l2CacheSize);
   r.memory_bytes = p.totalGlobalMem;
-  r.hopper_code = hopper_code_present(index);
+  r.hopper_code = p.major >= 9 && hopper_code_present(index);
   return r;
 }
 

@@ -7,6 +7,11 @@
 namespace msa::MSA_GPU_NS {
 
 void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) { indexer_score_portable(s, a); }
+void sparse_block_attention(hal::Stream& s, const ops::SparseAttentionArgs& a) {
+  sparse_block_attention_portable(s, a);
+}
+void dense_attention(hal::Stream& s, const ops::DenseAttentionArgs& a) { dense_attention_portable(s, a); }
+void patch_attention_3d(hal::Stream& s, const ops::PatchAttention3dArgs& a) { patch_attention_3d_portable(s, a); }
 void matmul(hal::Stream& s, const ops::MatmulArgs& a) { matmul_portable(s, a); }
 void sparse_block_attention_backward(hal::Stream& s, const ops::SparseAttentionBackwardArgs& a) {
   sparse_block_attention_backward_portable(s, a);

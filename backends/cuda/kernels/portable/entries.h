@@ -9,6 +9,9 @@
 namespace msa::MSA_GPU_NS {
 
 void indexer_score_portable(hal::Stream&, const ops::IndexerScoreArgs&);
+void sparse_block_attention_portable(hal::Stream&, const ops::SparseAttentionArgs&);
+void dense_attention_portable(hal::Stream&, const ops::DenseAttentionArgs&);
+void patch_attention_3d_portable(hal::Stream&, const ops::PatchAttention3dArgs&);
 void matmul_portable(hal::Stream&, const ops::MatmulArgs&);
 void sparse_block_attention_backward_portable(hal::Stream&, const ops::SparseAttentionBackwardArgs&);
 void dense_attention_backward_portable(hal::Stream&, const ops::DenseAttentionBackwardArgs&);

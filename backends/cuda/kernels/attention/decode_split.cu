@@ -1,4 +1,4 @@
-// CUDA-only decode attention (sparse_block_attention and dense_attention with few query
+// Split-KV decode attention (sparse_block_attention and dense_attention with few query
 // tokens, bf16/f16, head dim a multiple of 16 up to 128) on the native tier (sm_80+).
 //
 // One thread block (4 warps) serves one (query block or token chunk, KV head, split): its
@@ -16,31 +16,29 @@
 // the arrival order) and resets the counter to zero. The counters are a static __device__
 // array (zero at module load, left zero by every launch), one slot per stream, so there is
 // no memset and no allocation per call and the launch is graph-capturable.
-//
-// Entry points return false (nothing launched) where the portable/wmma kernels must run
-// instead: portable tier, f32, unsupported head dim, k > 128, more than kDecMaxT tokens,
-// misaligned views, no counter slot left, or MSA_CUDA_DECODE=0 in the environment.
+// The chooser (choose.h) takes these kernels for what they cover and a stream with a
+// counter slot when the call splits; the split count is attn_geom::decode_splits.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
-#include "backends/cuda/kernels/cuda_only/mma_sync.cuh"
-#include "backends/cuda/kernels/portable/attention_kernels.cuh"
-#include "backends/cuda/kernels/portable/attention_launch.cuh"
+#include "backends/cuda/kernels/attention/launchers.cuh"
+#include "backends/cuda/kernels/attention/mma_sync.cuh"
 
 namespace msa::cuda {
 namespace {
 using namespace dec;
 
+using attn_geom::kDecBK;
+using attn_geom::kDecMaxSplits;
 constexpr int kDecThreads = 128;  // 4 warps
 constexpr int kDecWarps = kDecThreads / 32;
-constexpr int kDecBK = 16 * kDecWarps;  // keys per tile: 16 per warp
+static_assert(kDecBK == 16 * kDecWarps, "keys per tile: 16 per warp");
+static_assert(attn_geom::kDecMaxK <= kDecThreads, "one thread per selected block");
 constexpr int kDecStages = 3;
-constexpr int kDecMaxSplits = 64;
-constexpr int kDecMaxT = 512;  // larger calls (prefill) keep the existing kernels
-constexpr int kCtrSlots = 8;
-constexpr int kCtrPerSlot = 4096;
+constexpr int kCtrSlots = attn_geom::kDecCtrSlots;
+constexpr int kCtrPerSlot = attn_geom::kDecCtrPerSlot;
 
 // Split-KV arrival counters: [slot][group]; zero at load, reset to zero by the merging block.
 __device__ unsigned int g_dec_ctr[kCtrSlots * kCtrPerSlot];
@@ -457,50 +455,12 @@ __global__ void __launch_bounds__(kDecThreads, 2) decode_attn_kernel(const DecPa
   if (tid == 0) *ctr = 0u;  // every block of the group has counted: ready for the next launch
 }
 
-// Environment knobs, read once (hal/env.h): MSA_CUDA_DECODE=0 turns these kernels and the
-// cluster kernel off (the flash prefill or the wmma split kernels run),
-// MSA_CUDA_DECODE_PDL=0 launches without programmatic dependent launch,
-// MSA_CUDA_DECODE_CTAS_PER_SM=n (1..8, default 2) sets the split-KV target grid.
-bool decode_enabled() {
-  static const bool on = env_int("MSA_CUDA_DECODE", 1) != 0;
-  return on;
-}
-bool decode_pdl() {
-  static const bool on = env_int("MSA_CUDA_DECODE_PDL", 1) != 0;
-  return on;
-}
-int decode_ctas_per_sm() {
-  static const int n = std::clamp(env_int("MSA_CUDA_DECODE_CTAS_PER_SM", 2), 1, 8);
-  return n;
-}
-
-// Applicability common to both ops.
-bool decode_ok(const Stream& st, hal::DType dt, int D, int T, const void* q, const void* kc, const void* vc,
-               const void* out) {
-  if (!decode_enabled() || !st.tuning().native() || st.props().cc_major < 8) return false;
-  if (dt != hal::DType::bf16 && dt != hal::DType::f16) return false;
-  if (D <= 0 || D > 128 || D % 16 != 0 || T <= 0 || T > kDecMaxT) return false;
-  const auto a16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return a16(q) && a16(kc) && a16(vc) && a16(out);
-}
-
-// Splits: enough blocks for one resident wave (2 per SM), at most `units` tiles and
-// kDecMaxSplits, rounded so no split is empty.
-int decode_splits(int64_t groups, int64_t units, const DeviceProps& pr) {
-  const int64_t cap = int64_t{decode_ctas_per_sm()} * pr.sm_count;
-  if (units <= 1 || groups <= 0 || groups * 2 > cap || groups > kCtrPerSlot) return 1;
-  int64_t S = std::min<int64_t>({units, cap / groups, kDecMaxSplits});
-  const int64_t per = (units + S - 1) / S;
-  S = (units + per - 1) / per;
-  return static_cast<int>(std::max<int64_t>(1, S));
-}
-
 template <bool kDense>
-bool launch_decode(Stream& st, DecParams& p, hal::DType dt, int64_t groups) {
-  if (groups <= 0) return true;
+void launch_decode(Stream& st, DecParams& p, hal::DType dt, int64_t groups) {
+  if (groups <= 0) return;
   if (p.S > 1) {
-    p.slot = stream_slot(st, kCtrSlots);  // streams beyond kCtrSlots use the other decode kernels
-    if (p.slot < 0) return false;
+    p.slot = stream_slot(st, kCtrSlots);
+    if (p.slot < 0) throw Error("decode_split: internal error: a split launch on a stream without a counter slot");
     split_buffers(st, p.S, int64_t{p.bt.T} * p.Hq, p.D, p.o);
   }
   const unsigned grid = static_cast<unsigned>(groups * p.S);
@@ -517,7 +477,7 @@ bool launch_decode(Stream& st, DecParams& p, hal::DType dt, int64_t groups) {
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = (decode_pdl() && st.props().cc_major >= 9) ? 1 : 0;
+    cfg.numAttrs = (st.tuning().pdl != 0 && st.props().cc_major >= 9) ? 1 : 0;
     MSA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_attn_kernel<kDense, DT, DP>, p));
   };
   using BF = std::integral_constant<int, kBF16>;
@@ -536,7 +496,6 @@ bool launch_decode(Stream& st, DecParams& p, hal::DType dt, int64_t groups) {
       go(HF{}, D128{});
   }
   MSA_CUDA_CHECK_LAUNCH();
-  return true;
 }
 
 // The fields both ops' parameter structs share (SparseParams / DenseParams).
@@ -552,7 +511,7 @@ DecParams decode_params(const OpParams& a) {
   p.G = a.G;
   p.D = a.D;
   p.tpc = a.tpc;
-  p.tpb = (a.bt.Bs + kDecBK - 1) / kDecBK;
+  p.tpb = attn_geom::decode_tiles_per_block(a.bt.Bs);
   p.scale_log2 = a.scale * 1.4426950408889634f;
   p.o.out = a.o.out;
   p.o.lse = a.o.lse;
@@ -561,10 +520,7 @@ DecParams decode_params(const OpParams& a) {
 
 }  // namespace
 
-bool launch_decode_sparse(Stream& st, const SparseParams& sp, hal::DType dt) {
-  if (!decode_ok(st, dt, sp.D, sp.bt.T, sp.q, sp.kc, sp.vc, sp.o.out) || sp.k > kDecThreads) return false;
-  if (sp.Hs != 1 && sp.Hs != sp.Hkv) return false;
-  if (launch_decode_sparse_cluster(st, sp, dt)) return true;  // sm_90, G = 16, D = Bs = 128
+void launch_decode_split_sparse(Stream& st, const SparseParams& sp, hal::DType dt) {
   DecParams p = decode_params(sp);
   p.bidx = sp.bidx;
   p.NQ = sp.NQ;
@@ -573,19 +529,16 @@ bool launch_decode_sparse(Stream& st, const SparseParams& sp, hal::DType dt) {
   p.Hs = sp.Hs;
   p.nrc = sp.nrc;
   p.guess_b = sp.NQ == sp.bt.B ? 1 : 0;
-  const int64_t groups = sp.NQ * sp.Hkv * sp.nrc;
-  p.S = decode_splits(groups, int64_t{sp.k} * p.tpb, st.props());
-  return launch_decode<false>(st, p, dt, groups);
+  const int64_t groups = attn_geom::decode_sparse_groups(attn_call(st, sp, dt));
+  p.S = attn_geom::decode_splits(groups, int64_t{sp.k} * p.tpb, st.props());
+  launch_decode<false>(st, p, dt, groups);
 }
 
-bool launch_decode_dense(Stream& st, const DenseParams& dp, hal::DType dt) {
-  if (!decode_ok(st, dt, dp.D, dp.bt.T, dp.q, dp.kc, dp.vc, dp.o.out)) return false;
+void launch_decode_split_dense(Stream& st, const DenseParams& dp, hal::DType dt) {
   DecParams p = decode_params(dp);
-  // (sequence, chunk) pairs: sum over b of ceil(q_len[b] / tpc) <= (T + B (tpc - 1)) / tpc.
-  const int64_t slots = (int64_t{dp.bt.T} + int64_t{dp.bt.B} * (dp.tpc - 1)) / dp.tpc;
-  const int64_t groups = slots * dp.Hkv;
-  p.S = decode_splits(groups, int64_t{dp.bt.max_blocks} * p.tpb, st.props());
-  return launch_decode<true>(st, p, dt, groups);
+  const int64_t groups = attn_geom::decode_dense_groups(attn_call(st, dp, dt));
+  p.S = attn_geom::decode_splits(groups, int64_t{dp.bt.max_blocks} * p.tpb, st.props());
+  launch_decode<true>(st, p, dt, groups);
 }
 
 }  // namespace msa::cuda

@@ -1,5 +1,5 @@
-// Device helpers of the CUDA-only decode attention kernels (decode_attention.cu,
-// decode_cluster.cu): one warp's share of a tile (Q K^T, online softmax, P V), over the
+// Device helpers of the decode attention kernels (attention/decode_split.cu,
+// sparse_block_attention/decode_cluster.cu): one warp's share of a tile (Q K^T, online softmax, P V), over the
 // inline-PTX wrappers of mma_ptx.cuh (validated page ids: checked_page, portable/seq.cuh).
 // sm_80+.
 #pragma once
@@ -9,7 +9,6 @@
 
 #include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
-#include "hal/env.h"  // msa::env_int: the kernels' environment knobs, read once by the callers
 
 namespace msa::cuda::dec {
 
@@ -57,21 +56,18 @@ __device__ __forceinline__ void load_q_frags(uint32_t qbase, int lane, int dstep
 
 // sacc = Q K^T for the warp's keys: sacc[n][e] is row gq + 8 (e / 2), key kb + 8 n + 2 (lane % 4) + e % 2.
 // qf(kk, a) yields the A fragments of q for k-step kk.
-// Byte offset of 16-byte chunk ch of row r in a K or V tile of DP columns. PR = 0: rows of
-// DP * 2 bytes, chunk ch at ch ^ r % 8 (the cp.async kernels' swizzle). PR > 0: the TMA
-// 128-byte swizzle, DP / 64 panels of [PR rows][128 bytes], chunk ch in panel ch / 8 at
-// (ch % 8) ^ r % 8. Either way 8 consecutive rows of one chunk hit 8 distinct bank groups.
-template <int DP, int PR>
+// Byte offset of 16-byte chunk ch of row r in a K or V tile of DP columns: rows of DP * 2
+// bytes, chunk ch at ch ^ r % 8 (the cp.async kernels' swizzle), so 8 consecutive rows of
+// one chunk hit 8 distinct bank groups.
+template <int DP>
 __device__ __forceinline__ uint32_t tile_chunk(int r, int ch) {
-  if constexpr (PR == 0)
-    return static_cast<uint32_t>(r * (DP * 2) + ((ch ^ (r & 7)) << 4));
-  else
-    return static_cast<uint32_t>((ch >> 3) * (PR * 128) + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
+  return static_cast<uint32_t>(r * (DP * 2) + ((ch ^ (r & 7)) << 4));
 }
 
-template <int DT, int DP, int PR = 0, class QFrag>
-__device__ __forceinline__ void warp_qk_with(QFrag qf, uint32_t kbuf, int kb, int lane, int dsteps,
-                                             float (&sacc)[2][4]) {
+// With q's fragments held in registers (load_q_frags).
+template <int DT, int DP>
+__device__ __forceinline__ void warp_qk(const uint32_t (&qa)[DP / 16][4], uint32_t kbuf, int kb, int lane, int dsteps,
+                                        float (&sacc)[2][4]) {
 #pragma unroll
   for (int n = 0; n < 2; ++n) sacc[n][0] = sacc[n][1] = sacc[n][2] = sacc[n][3] = 0.0f;
   const int key = kb + (lane & 7) + ((lane >> 4) << 3);
@@ -79,40 +75,12 @@ __device__ __forceinline__ void warp_qk_with(QFrag qf, uint32_t kbuf, int kb, in
   for (int kk = 0; kk < DP / 16; ++kk) {
     if (kk < dsteps) {
       const int ch = 2 * kk + ((lane >> 3) & 1);
-      uint32_t a[4], b0, b1, b2, b3;
-      qf(kk, a);
-      ldsm_x4(kbuf + tile_chunk<DP, PR>(key, ch), b0, b1, b2, b3);
-      mma16816<DT>(sacc[0], a, b0, b1);
-      mma16816<DT>(sacc[1], a, b2, b3);
+      uint32_t b0, b1, b2, b3;
+      ldsm_x4(kbuf + tile_chunk<DP>(key, ch), b0, b1, b2, b3);
+      mma16816<DT>(sacc[0], qa[kk], b0, b1);
+      mma16816<DT>(sacc[1], qa[kk], b2, b3);
     }
   }
-}
-// With q's fragments held in registers (load_q_frags).
-template <int DT, int DP, int PR = 0>
-__device__ __forceinline__ void warp_qk(const uint32_t (&qa)[DP / 16][4], uint32_t kbuf, int kb, int lane, int dsteps,
-                                        float (&sacc)[2][4]) {
-  warp_qk_with<DT, DP, PR>(
-      [&](int kk, uint32_t(&a)[4]) {
-        a[0] = qa[kk][0];
-        a[1] = qa[kk][1];
-        a[2] = qa[kk][2];
-        a[3] = qa[kk][3];
-      },
-      kbuf, kb, lane, dsteps, sacc);
-}
-// With q's fragments read from shared memory (qbase, as for load_q_frags) at every use:
-// 32 registers fewer.
-template <int DT, int DP>
-__device__ __forceinline__ void warp_qk_smem_q(uint32_t qbase, uint32_t kbuf, int kb, int lane, int dsteps,
-                                               float (&sacc)[2][4]) {
-  const int r = (lane & 7) + (((lane >> 3) & 1) << 3);
-  const uint32_t qrow = qbase + r * (DP * 2);
-  warp_qk_with<DT, DP>(
-      [&](int kk, uint32_t(&a)[4]) {
-        const int ch = 2 * kk + (lane >> 4);
-        ldsm_x4(qrow + ((ch ^ (r & 7)) << 4), a[0], a[1], a[2], a[3]);
-      },
-      kbuf, kb, lane, dsteps, sacc);
 }
 
 // Online softmax (base 2) over the warp's 16 keys: ok(key within the warp's 16, row half
@@ -175,30 +143,16 @@ __device__ __forceinline__ void online_softmax(float (&sacc)[2][4], Ok ok, float
 }
 
 // o += P V for the warp's keys: o[n][e] is row gq + 8 (e / 2), dim 8 n + 2 (lane % 4) + e % 2.
-// PR: the tile layout (tile_chunk). kMaskV: keys >= nk read as zero rows of V (their P is
-// 0, but 0 times a NaN of a stale or unwritten row is not), for tiles whose rows past the
-// valid keys were not zero-filled by the copy.
-template <int DT, int DP, int PR = 0, bool kMaskV = false>
+template <int DT, int DP>
 __device__ __forceinline__ void warp_pv(const uint32_t (&pa)[4], uint32_t vbuf, int kb, int lane, int dsteps,
-                                        float (&o)[DP / 8][4], int nk = 0) {
+                                        float (&o)[DP / 8][4]) {
   const int key = kb + (lane & 7) + (((lane >> 3) & 1) << 3);
-  // The B fragments of m16n8k16 hold keys 2 (lane % 4) + {0, 1} (v0, v2) and those + 8
-  // (v1, v3), the even key in the low half.
-  const int k0 = kb + 2 * (lane & 3);
-  const uint32_t m0 = (k0 < nk ? 0x0000ffffu : 0u) | (k0 + 1 < nk ? 0xffff0000u : 0u);
-  const uint32_t m1 = (k0 + 8 < nk ? 0x0000ffffu : 0u) | (k0 + 9 < nk ? 0xffff0000u : 0u);
 #pragma unroll
   for (int dp = 0; dp < DP / 16; ++dp) {
     if (dp < dsteps) {
       const int ch = 2 * dp + (lane >> 4);
       uint32_t v0, v1, v2, v3;
-      ldsm_x4_t(vbuf + tile_chunk<DP, PR>(key, ch), v0, v1, v2, v3);
-      if constexpr (kMaskV) {
-        v0 &= m0;
-        v1 &= m1;
-        v2 &= m0;
-        v3 &= m1;
-      }
+      ldsm_x4_t(vbuf + tile_chunk<DP>(key, ch), v0, v1, v2, v3);
       mma16816<DT>(o[2 * dp], pa, v0, v1);
       mma16816<DT>(o[2 * dp + 1], pa, v2, v3);
     }

@@ -5,9 +5,9 @@
 #pragma once
 #include <cstdint>
 
+#include "backends/cuda/kernels/attention/choose.h"
+#include "backends/cuda/kernels/attention/mma_sync.cuh"
 #include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
-#include "backends/cuda/kernels/cuda_only/mma_sync.cuh"
-#include "backends/cuda/kernels/cuda_only/tensor_map.h"
 #include "backends/cuda/kernels/portable/attention_kernels.cuh"
 
 namespace msa::cuda {
@@ -15,14 +15,13 @@ namespace {
 using namespace dec;
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kBs = 128;            // keys per KV block
-constexpr int kD = 128;             // head dim
-constexpr int kGrp = 16;            // query rows (heads of one GQA group)
-constexpr int kRowB = kD * 2;       // bytes per K/V/Q row
-constexpr int kHalf = kBs * kRowB;  // one K or V slab: 32 KiB
-constexpr int kMaxE = 128;          // blocks per rank (k <= 128)
-constexpr int kMaxC = 16;
-constexpr int kMaxT = 512;  // larger calls keep the other kernels
+constexpr int kBs = attn_geom::kClBs;      // keys per KV block
+constexpr int kD = attn_geom::kClD;        // head dim
+constexpr int kGrp = attn_geom::kClGroup;  // query rows (heads of one GQA group)
+constexpr int kRowB = kD * 2;              // bytes per K/V/Q row
+constexpr int kHalf = kBs * kRowB;         // one K or V slab: 32 KiB
+constexpr int kMaxE = attn_geom::kClMaxE;  // blocks per rank (k <= 128)
+constexpr int kMaxC = attn_geom::kClMaxC;
 static_assert(kWarps * 16 == kBs, "warp w owns keys 16w..16w+15 of a block");
 
 // Global merge (C ranks that are not a hardware cluster): per-group arrival counters, one
@@ -189,32 +188,16 @@ __device__ void merge_global(const ClParams& cp, const float* xo, const float* x
 
 // grid: groups x C (rank fastest), clusters of C along x. Group = (query block, KV head,
 // row chunk = token of the query block).
-// OCC: CTAs per SM the kernel is built for. 1: q fragments in registers, up to 6 stages;
-// 2: <= 128 registers (q fragments re-read from shared memory), 3 stages.
-// TMA (OCC = 1 only): the halves land by TMA tile loads (tmk / tmv: the K and V caches as
-// [pages x Hkv x 128 rows][128] matrices, two 64-column boxes of 128 rows per half, the
-// 128-byte swizzle) issued by one thread, each completing on its stage's "full" mbarrier;
-// a warp waits for the half it needs there and frees the stage on the "empty" mbarrier
-// when done, so there is no block barrier per half and no per-thread copy instruction
-// (the cp.async stages' profile: ~2 us of barrier waits and ~1 us of copy issue at B = 8). The
-// whole 128-row slab is read; V rows past the valid keys are masked in registers. Off by
-// default: no faster than the cp.async stages (tma_enabled).
-template <int DT, int NS, int OCC, bool TMA>
-__global__ void __launch_bounds__(kThreads, OCC)
-    cluster_decode_kernel(const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv,
-                          const ClParams cp) {
-  static_assert(!TMA || OCC == 1, "the TMA stages hold q in registers");
+// One CTA per SM: q fragments in registers, NS stages of 32 KiB.
+template <int DT, int NS>
+__global__ void __launch_bounds__(kThreads, 1) cluster_decode_kernel(const ClParams cp) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  __trap();  // clusters, TMA: sm_90 only (the launch asks hopper_code_present)
+  __trap();  // clusters: sm_90 only (the chooser asks DeviceProps::hopper_code)
 #else
   using L = ClLayout<NS>;
-  constexpr int kPanelRows = TMA ? kBs : 0;  // tile_chunk layout of the stages
   const SparseParams& p = cp.sp;
   using T = typename Elem<DT>::T;
-  extern __shared__ __align__(128) char smem_raw[];
-  // TMA's 128-byte swizzle repeats every 1024 bytes: the stages start 1024-aligned (the
-  // launch adds 1024 bytes of slack).
-  char* const smem = TMA ? smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u) : smem_raw;
+  extern __shared__ __align__(128) char smem[];
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
   __shared__ int s_qblock[5];                 // locate_qblock_warp's answer
   __shared__ int s_page[kMaxE], s_nk[kMaxE];  // this rank's blocks: page, keys to use (0: none)
@@ -222,33 +205,16 @@ __global__ void __launch_bounds__(kThreads, OCC)
   __shared__ float s_cm[kGrp], s_cl[kGrp], s_cw[kGrp];  // cluster merge: [rank][row] (C x 16/C)
   __shared__ float s_fm[kGrp], s_fl[kGrp];
   __shared__ int s_last;
-  __shared__ __align__(8) uint64_t s_bar[TMA ? 2 * NS : 1];  // TMA: full[NS], then empty[NS]
 
   const float ninf = __int_as_float(0xff800000u);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int C = cp.C;
-#if __CUDA_ARCH__ >= 900
-  if constexpr (TMA) {
-    if (tid == 0) {  // published to the other warps by the barriers before the first copy
-      for (int i = 0; i < NS; ++i) {
-        hopper::mbar_init(smem_u32(&s_bar[i]), 1);            // the issuing thread + the bytes
-        hopper::mbar_init(smem_u32(&s_bar[NS + i]), kWarps);  // one arrival per warp
-      }
-      hopper::fence_mbar_init();
-    }
-  }
-#endif
   const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(C));
   int64_t x = blockIdx.x / static_cast<unsigned>(C);
   const int rc = static_cast<int>(x % p.nrc);
   x /= p.nrc;
   const int g = static_cast<int>(x % p.Hkv);
   const int64_t qb = x / p.Hkv;
-  // With programmatic launch the block gets here (parameters read) while the previous
-  // kernel still runs; from here on it reads memory that kernel may write.
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
 
   // This rank's entries and (speculatively: query block qb = sequence qb) their pages are
   // loaded by warps 1.. while warp 0 locates the query block (small batches): neither
@@ -305,23 +271,6 @@ __global__ void __launch_bounds__(kThreads, OCC)
   const int ch_t = tid % 16, key_t = tid / 16;
   const int64_t goff_t = int64_t{key_t} * kRowB + ch_t * 16;
   const uint32_t soff_t = key_t * kRowB + ((ch_t ^ (key_t & 7)) << 4);
-  // TMA, thread 0: half h (< nh) into stage h % NS; an unused block only completes the
-  // stage's phase (no bytes).
-  auto issue_tma = [&](int h) {
-#if __CUDA_ARCH__ >= 900
-    const int j = h >> 1, st = h % NS;
-    const uint32_t full = smem_u32(&s_bar[st]), dst = sbase + st * kHalf;
-    if (s_nk[j] > 0) {
-      hopper::mbar_arrive_expect_tx(full, kHalf);
-      const int row0 = (s_page[j] * p.Hkv + g) * kBs;  // < 2^31: checked by the launch
-      const void* map = (h & 1) ? static_cast<const void*>(&tmv) : static_cast<const void*>(&tmk);
-      hopper::tma_load_2d(dst, map, 0, row0, full);
-      hopper::tma_load_2d(dst + kBs * 128, map, 64, row0, full);
-    } else {
-      hopper::mbar_arrive(full);
-    }
-#endif
-  };
   auto issue = [&](int h) {
     if (h < nh) {
       const int j = h >> 1, nk = s_nk[j];
@@ -337,20 +286,14 @@ __global__ void __launch_bounds__(kThreads, OCC)
     }
     cp_async_commit();
   };
-  if constexpr (TMA) {
-    if (tid == 0)
-      for (int h = 0; h < min(NS, nh); ++h) issue_tma(h);
-  } else {
 #pragma unroll
-    for (int s = 0; s < NS - 1; ++s) issue(s);
-  }
+  for (int s = 0; s < NS - 1; ++s) issue(s);
 
   // ---- q rows -> shared (swizzled) -> A fragments ----
   *reinterpret_cast<uint4*>(smem + L::Q_OFF + q_r * kRowB + ((q_ch ^ (q_r & 7)) << 4)) = q_val;
   __syncthreads();
-  constexpr bool kHoldQ = OCC == 1;
-  uint32_t qa[kHoldQ ? kD / 16 : 1][4];
-  if constexpr (kHoldQ) load_q_frags<kD>(sbase + L::Q_OFF, lane, kD / 16, qa);
+  uint32_t qa[kD / 16][4];
+  load_q_frags<kD>(sbase + L::Q_OFF, lane, kD / 16, qa);
 
   // ---- main loop over the halves ----
   const int gq = lane >> 2, qd = lane & 3;  // mma group (row) and thread in group
@@ -364,46 +307,24 @@ __global__ void __launch_bounds__(kThreads, OCC)
 
   for (int h = 0; h < nh; ++h) {
     const int st = h % NS;
-    if constexpr (TMA) {
-#if __CUDA_ARCH__ >= 900
-      hopper::mbar_wait(smem_u32(&s_bar[st]), static_cast<uint32_t>(h / NS) & 1u);  // half h has landed
-#endif
-    } else {
-      cp_async_wait<NS - 2>();
-      __syncthreads();  // half h has landed for every thread; stage (h - 1) % NS is free
-      issue(h + NS - 1);
-    }
+    cp_async_wait<NS - 2>();
+    __syncthreads();  // half h has landed for every thread; stage (h - 1) % NS is free
+    issue(h + NS - 1);
     const int nk = s_nk[h >> 1];
     const uint32_t buf = sbase + st * kHalf;
     if ((h & 1) == 0) {
       act = kb < nk;
       if (act) {  // one token: rows gq and gq + 8 see the same keys
         float sacc[2][4];
-        if constexpr (kHoldQ)
-          warp_qk<DT, kD, kPanelRows>(qa, buf, kb, lane, kD / 16, sacc);
-        else
-          warp_qk_smem_q<DT, kD>(sbase + L::Q_OFF, buf, kb, lane, kD / 16, sacc);
+        warp_qk<DT, kD>(qa, buf, kb, lane, kD / 16, sacc);
         online_softmax<DT, kD>(
             sacc, [&](int kw, int) { return kb + kw < nk; }, cp.scale_log2, m_run, l_run, o, pa, lane);
       }
     } else if (act) {
-      warp_pv<DT, kD, kPanelRows, TMA>(pa, buf, kb, lane, kD / 16, o, nk);
+      warp_pv<DT, kD>(pa, buf, kb, lane, kD / 16, o);
     }
-#if __CUDA_ARCH__ >= 900
-    if constexpr (TMA) {
-      __syncwarp();  // every lane's reads of the stage are done
-      if (lane == 0) hopper::mbar_arrive(smem_u32(&s_bar[NS + st]));
-      if (tid == 0 && h + NS < nh) {  // refill once every warp has freed the stage
-        hopper::mbar_wait(smem_u32(&s_bar[NS + st]), static_cast<uint32_t>(h / NS) & 1u);
-        issue_tma(h + NS);
-      }
-    }
-#endif
   }
-  if constexpr (!TMA) cp_async_wait<0>();
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages: they hold the combine now
 
   // ---- combine the 8 warps (fixed order) into this CTA's partial: X = O, M, sum ----

@@ -6,17 +6,17 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cuda/kernels/attention/choose.h"
 #include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
 #include "backends/cuda/kernels/portable/attention_kernels.cuh"
 
 namespace msa::cuda {
 namespace {
 
-constexpr int kFaRows = 128;     // query rows per block
-constexpr int kFaBK = 64;        // keys per tile
-constexpr int kFaMaxSel = 1024;  // sparse: (local query block, entry) pairs per block
-constexpr int kFaMaxQl = 32;     // sparse: local query blocks per block (mask bits)
-constexpr int kFaMaxSplits = 64;
+using attn_geom::kFaBK;      // keys per tile
+using attn_geom::kFaMaxQl;   // sparse: local query blocks per block (mask bits)
+using attn_geom::kFaMaxSel;  // sparse: (local query block, entry) pairs per block
+using attn_geom::kFaRows;    // query rows per block
 
 enum : int { kFaDense = 0, kFaSparse = 1, kFaPatch = 2 };
 

@@ -1,7 +1,8 @@
-// CUDA-only Hopper-tier (sm_90a) dense prefill attention on warpgroup MMA (wgmma), in the
+// Hopper-tier (sm_90a) dense prefill attention on warpgroup MMA (wgmma), in the
 // FlashAttention-3 style, for the main shape: D = 128, bf16/f16, causal (bottom-right),
 // GQA, varlen, paged K/V with Bs a multiple of 128. Other shapes, other GPUs, the portable
-// tier and MSA_CUDA_FLASH_WGMMA=0 keep flash_prefill.cu (the FlashAttention-2 kernel).
+// tier and the Tuning knob flash < 2 take attention/flash_prefill.cu (the
+// FlashAttention-2 kernel) or the kernels after it (dense_attention's chooser).
 //
 // One thread block of two warpgroups owns 128 query rows sharing one KV head (GQA
 // packing as in flash_prefill.cu: 128 / G tokens x G heads); warpgroup w owns rows
@@ -15,37 +16,30 @@
 // Pipelining (FA3's intra-warpgroup overlap): iteration j issues S_j = Q K_j^T and
 // O += P_{j-1} V_{j-1} back to back, waits for S_j only, runs the softmax of S_j while
 // the P V product is still in the tensor pipe, then waits for it and rescales O.
-// Loads (lock-step schedule): every thread issues 16-byte cp.async copies straight into the swizzled layout
-// (zero fill past the valid keys), then fence.proxy.async + one block barrier per tile
-// publish them to the async proxy that wgmma reads through. K_{j+2} and V_{j+1} are
-// issued right after barrier j, into the slots iteration j - 1 freed.
-// Default schedule: ping-pong (FA3's inter-warpgroup overlap): the warpgroups take turns
-// issuing their GEMMs (named barriers), so one's softmax runs under the other's GEMMs;
-// there warpgroup 1 alone issues the copies. MSA_CUDA_FLASH_WGMMA=1: lock-step (one block
-// barrier per tile, all threads copy; 1.19x slower).
+// Loads: warpgroup 1 issues 16-byte cp.async copies straight into the swizzled layout
+// (zero fill past the valid keys), then fence.proxy.async publishes them to the async
+// proxy that wgmma reads through. Schedule: ping-pong (FA3's inter-warpgroup overlap):
+// the warpgroups take turns issuing their GEMMs (named barriers), so one's softmax runs
+// under the other's GEMMs. (A lock-step schedule, one block barrier per tile with all
+// threads copying, measured 1.19x slower and is not built.)
 // Split-KV (few blocks, long context) writes f32 partials merged by launch_merge.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 
-#include "backends/cuda/kernels/cuda_only/hopper_probe.h"
+#include "backends/cuda/kernels/attention/launchers.cuh"
 #include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
 #include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
-#include "backends/cuda/kernels/kv_splits.h"
-#include "backends/cuda/kernels/portable/attention_kernels.cuh"
-#include "backends/cuda/kernels/portable/attention_launch.cuh"
-#include "hal/env.h"
 
 namespace msa::cuda {
 namespace {
 
-constexpr int kWgRows = 128;     // query rows per block
-constexpr int kWgBK = 128;       // keys per tile
-constexpr int kWgD = 128;        // head dim (the only one compiled)
-constexpr int kWgSlots = 3;      // K and V ring depth
-constexpr int kWgThreads = 256;  // two consumer warpgroups
-constexpr int kWgMaxSplits = 64;
+using attn_geom::kWgBK;            // keys per tile
+using attn_geom::kWgD;             // head dim (the only one compiled)
+using attn_geom::kWgRows;          // query rows per block
+constexpr int kWgSlots = 3;        // K and V ring depth
+constexpr int kWgThreads = 256;    // two consumer warpgroups
 constexpr int kPanel = 128 * 128;  // bytes: 128 rows x 64 two-byte columns, swizzled
 constexpr int kTile = 2 * kPanel;  // a 128 x 128 tile (two panels)
 constexpr int kQOff = 0;
@@ -88,9 +82,9 @@ __device__ __forceinline__ void named_arrive(int id) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(kWgThreads) : "memory");
 }
 
-// grid: nslots x Hkv x S (split fastest, latest chunks first). PP: ping-pong schedule
-// (see the main loop), warpgroup 1 alone issues the K/V copies.
-template <int DT, bool PP>
+// grid: nslots x Hkv x S (split fastest, latest chunks first). Ping-pong schedule (see
+// the main loop); warpgroup 1 alone issues the K/V copies.
+template <int DT>
 __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgParams p) {
 #if MSA_HOPPER_PTX
   using namespace hopper;
@@ -141,14 +135,14 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
   const int ch = tid & 15, key_t = tid >> 4;
   const uint32_t soff = (ch >> 3) * kPanel + key_t * 128 + (((ch & 7) ^ (key_t & 7)) << 4);
   const int rowbytes = kWgD * 2;
-  // K/V copies: all threads (keys key_t + 16 i), or with PP warpgroup 1 alone (keys
-  // key_c + 8 i, i < 16; key_c = key_t - 8 has the same key % 8).
-  constexpr int kCopyStep = PP ? 8 : 16, kCopyN = kWgBK / kCopyStep;
-  const int key_c = PP ? key_t - 8 : key_t;
-  const uint32_t soff_c = PP ? soff - 8 * 128 : soff;
+  // K/V copies by warpgroup 1 alone: keys key_c + 8 i, i < 16 (key_c = key_t - 8 has the
+  // same key % 8).
+  constexpr int kCopyStep = 8, kCopyN = kWgBK / kCopyStep;
+  const int key_c = key_t - 8;
+  const uint32_t soff_c = soff - 8 * 128;
   // Tile u's K (and V) rows into ring slot u % kWgSlots; metadata with K.
   auto issue = [&](int iu, bool k_side) {
-    if (iu >= nt || (PP && wg == 0)) return;
+    if (iu >= nt || wg == 0) return;
     const int u = u0 + iu;
     const int kpos0 = u * kWgBK;
     const int c = kpos0 / Bs;
@@ -156,7 +150,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
     const bool pg_ok = raw >= 0 && raw < bt.P;
     const int nk = pg_ok ? min(kWgBK, kv - kpos0) : 0;
     const int sl = iu % kWgSlots;
-    if (k_side && tid == (PP ? 128 : 0)) {
+    if (k_side && tid == 128) {
       if (!pg_ok) raise_flag(bt.flag, kErrPageId, bt.op);
       s_kp[sl] = kpos0;
       s_nk[sl] = nk;
@@ -275,7 +269,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
     }
   };
 
-  if (PP && nt > 0) {
+  if (nt > 0) {
     // Ping-pong (FA3): the warpgroups take turns on the tensor pipe. Round j issues
     // S_j = Q K_j^T (j < nt) and P_{j-1} V_{j-1} (j > 0); warpgroup 0 issues round j after
     // warpgroup 1 issued round j - 1 (barrier 1), warpgroup 1 after warpgroup 0 issued round
@@ -338,52 +332,6 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
     fence_regs(o);
     fence_u32(pa);
     if (wg == 0) named_sync(1);  // warpgroup 1's last arrival
-  } else if (nt > 0) {
-    // Barrier 0: K_0 and Q landed and published to the async proxy.
-    fence_proxy_async_shared();
-    ptx::cp_async_wait<1>();
-    fence_proxy_async_shared();
-    __syncthreads();
-    issue(2, true);
-    issue(1, false);
-    ptx::cp_async_commit();
-    wgmma_fence();
-    issue_s(0);
-    wgmma_wait<0>();
-    fence_regs(sc);
-    float a0, a1;
-    softmax(0, a0, a1);
-    rescale_and_pack(a0, a1);
-    for (int j = 1; j < nt; ++j) {
-      // Barrier j: K_j and V_{j-1} landed; every warpgroup finished iteration j - 1, so the
-      // slots of K_{j-1} and V_{j-2} are free for K_{j+2} and V_{j+1}.
-      ptx::cp_async_wait<1>();
-      fence_proxy_async_shared();
-      __syncthreads();
-      fence_u32(pa);
-      wgmma_fence();
-      issue_s(j);
-      issue_pv(j - 1);
-      issue(j + 2, true);
-      issue(j + 1, false);
-      ptx::cp_async_commit();
-      wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
-      fence_regs(sc);
-      softmax(j, a0, a1);
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_u32(pa);
-      rescale_and_pack(a0, a1);
-    }
-    ptx::cp_async_wait<0>();  // V_{nt-1}
-    fence_proxy_async_shared();
-    __syncthreads();
-    fence_u32(pa);
-    wgmma_fence();
-    issue_pv(nt - 1);
-    wgmma_wait<0>();
-    fence_regs(o);
-    fence_u32(pa);
   }
   ptx::cp_async_wait<0>();
   __syncthreads();  // every warpgroup is done with the rings: reuse them for the output
@@ -435,34 +383,9 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_wgmma_kernel(const WgPara
 #endif
 }
 
-// KV splits (kv_splits.h, shared with flash_prefill.cu): one block per SM, each split at
-// least 4 tiles; MSA_CUDA_FLASH_SPLITS=n forces n, as for flash_prefill.cu.
-int wg_splits(int64_t groups, int64_t max_tiles, int64_t rows, const DeviceProps& pr) {
-  static const int forced = std::clamp(env_int("MSA_CUDA_FLASH_SPLITS", 0), 0, kWgMaxSplits);
-  return gpu_common::choose_kv_splits(groups, max_tiles, rows, kWgD, std::max(1, pr.sm_count), kWgMaxSplits, 4, forced);
-}
-
-template <int DT, bool PP>
-void wg_launch(Stream& st, unsigned grid, const WgParams& p) {
-  allow_smem<flash_wgmma_kernel<DT, PP>>(kSmemBytes, st.props().index);
-  flash_wgmma_kernel<DT, PP><<<grid, kWgThreads, kSmemBytes, st.native()>>>(p);
-}
-
 }  // namespace
 
-// MSA_CUDA_FLASH_WGMMA=0 (or MSA_CUDA_FLASH=0) turns this kernel off; =1 selects the
-// lock-step schedule (A/B runs), 2 (default) the ping-pong one (1.19x faster on the H200).
-bool launch_wgmma_dense(Stream& st, const DenseParams& d, hal::DType dt) {
-  static const int mode =
-      static_cast<int>(parse_env_int("MSA_CUDA_FLASH_WGMMA", std::getenv("MSA_CUDA_FLASH_WGMMA"), 2, 0, 2));
-  static const bool on = mode != 0 && env_int("MSA_CUDA_FLASH", 1) != 0;
-  const auto& pr = st.props();
-  if (!on || !st.tuning().native() || pr.cc_major != 9 || pr.cc_minor != 0) return false;
-  if (!hopper_code_present(pr.index)) return false;  // the build has no sm_90a code
-  if (dt != hal::DType::bf16 && dt != hal::DType::f16) return false;
-  if (d.D != kWgD || d.G < 1 || d.G > kWgRows || d.bt.Bs % kWgBK != 0) return false;
-  const auto a16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  if (!a16(d.q) || !a16(d.kc) || !a16(d.vc) || !a16(d.o.out)) return false;
+void launch_flash_wgmma(Stream& st, const DenseParams& d, hal::DType dt) {
   WgParams p;
   p.bt = d.bt;
   p.q = static_cast<const char*>(d.q);
@@ -478,22 +401,16 @@ bool launch_wgmma_dense(Stream& st, const DenseParams& d, hal::DType dt) {
   const int64_t T = p.bt.T, rows = T * p.Hq;
   p.nslots = (T + int64_t{p.bt.B} * (p.tpc - 1)) / p.tpc;  // >= sum over b of ceil(q_len / tpc)
   const int64_t groups = p.nslots * p.Hkv;
-  if (groups <= 0) return true;
-  const int64_t max_tiles = (int64_t{p.bt.max_blocks} * p.bt.Bs + kWgBK - 1) / kWgBK;
-  p.S = wg_splits(groups, max_tiles, rows, pr);
-  if (groups * p.S > INT32_MAX) return false;  // nothing launched yet: the FA2 kernel runs
+  if (groups <= 0) return;
+  p.S = attn_geom::wgmma_splits(attn_call(st, d, dt), st.props(), st.tuning());
   if (p.S > 1) split_buffers(st, p.S, rows, kWgD, p.o);
   const unsigned grid = static_cast<unsigned>(groups * p.S);
   if (dt == hal::DType::bf16) {
-    if (mode == 2)
-      wg_launch<kBF16, true>(st, grid, p);
-    else
-      wg_launch<kBF16, false>(st, grid, p);
+    allow_smem<flash_wgmma_kernel<kBF16>>(kSmemBytes, st.props().index);
+    flash_wgmma_kernel<kBF16><<<grid, kWgThreads, kSmemBytes, st.native()>>>(p);
   } else {
-    if (mode == 2)
-      wg_launch<kF16, true>(st, grid, p);
-    else
-      wg_launch<kF16, false>(st, grid, p);
+    allow_smem<flash_wgmma_kernel<kF16>>(kSmemBytes, st.props().index);
+    flash_wgmma_kernel<kF16><<<grid, kWgThreads, kSmemBytes, st.native()>>>(p);
   }
   MSA_CUDA_CHECK_LAUNCH();
   if (p.S > 1) {
@@ -502,7 +419,6 @@ bool launch_wgmma_dense(Stream& st, const DenseParams& d, hal::DType dt) {
     else
       launch_merge<kF16>(st, p.o, p.S, rows, kWgD, p.o.out, p.o.lse);
   }
-  return true;
 }
 
 }  // namespace msa::cuda
