@@ -115,7 +115,7 @@ if has check; then
   done
   { timeout 150 "$MSA" check --backend vulkan:0 --cases full > "$LOG_DIR/check_vulkan.log" 2>&1
     echo "rc $?" >> "$LOG_DIR/check_vulkan.log"; } & pids+=($!)
-  { MSA_VK_FORCE_BDA=1 timeout 150 "$MSA" check --backend vulkan:0 --cases full \
+  { timeout 150 "$MSA" check --backend vulkan:0 --cases full --tuning force_bda=1 \
       --op sparse_block_attention,indexer_score,kv_append > "$LOG_DIR/check_vulkan_bda.log" 2>&1
     echo "rc $?" >> "$LOG_DIR/check_vulkan_bda.log"; } & pids+=($!)
   wait "${pids[@]}"
@@ -129,7 +129,7 @@ fi
 if has test; then
   for t in cuda vulkan; do
     say "msa_tests_$t"
-    timeout 90 "$(suite $t)" > "$LOG_DIR/test_$t.log" 2>&1
+    timeout 240 "$(suite $t)" > "$LOG_DIR/test_$t.log" 2>&1
     note "msa_tests_$t rc=$? $(passed "$LOG_DIR/test_$t.log")"
   done
   pack

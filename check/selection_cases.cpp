@@ -159,7 +159,9 @@ class IndexerTopkCase : public Case {
                 if (std::string r = dev.supports(op, args); !r.empty()) return r;
               return std::string();
             },
-            [&dev, ia, ta] { ops::indexer_topk(dev, {ia, ta}); }};
+            [&dev, ia, ta] {
+              ops::indexer_topk(dev, {ia, ta});
+            }};
   }
   std::string check_outputs(const CaseData& data, const std::vector<hal::HostTensor>& got,
                             hal::Device& ref) const override {

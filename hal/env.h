@@ -1,5 +1,5 @@
 // Integer tuning knobs from the environment (kernel switches for A/B runs and
-// cross-checks: MSA_CUDA_*, MSA_TOPK_SPLIT, MSA_VK_*), parsed one way everywhere. Unset or
+// cross-checks: MSA_CUDA_*, MSA_TOPK_REGISTER, MSA_VK_*), parsed one way everywhere. Unset or
 // empty: the default; "off" / "false" / "no" (any case): 0; "on" / "true" / "yes": 1;
 // otherwise the whole value must be a decimal integer in [lo, hi]. Anything else
 // ("abc", "4x", "1e3", out of range) throws msa::Error naming the variable, rather than

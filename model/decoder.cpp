@@ -10,8 +10,9 @@ namespace msa::model {
 
 struct Decoder::Batch {
   int64_t T = 0, B = 0, NQ = 0, max_blocks = 0;
-  Tensor tokens, pos, cu_q, kv_len, block_table;  // on the device
-  std::vector<int32_t> h_pos, h_cu_q, h_kv_len;   // host copies
+  Tensor tokens, pos;                            // on the device
+  ops::PagedBatch paged;                         // on the device
+  std::vector<int32_t> h_pos, h_cu_q, h_kv_len;  // host copies
 };
 
 Decoder::Decoder(const Config& config, const DeviceWeights& weights, KvCache& cache, Workspace& ws, OpRunner& run,
@@ -80,14 +81,14 @@ StepOutput Decoder::forward(const StepInput& in) {
   b.NQ = ops::count_query_blocks(b.h_cu_q, b.h_kv_len, Qb);
   b.tokens = ws_.get("d.tokens", hal::DType::i32, {b.T});
   b.pos = ws_.get("d.pos", hal::DType::i32, {b.T});
-  b.cu_q = ws_.get("d.cu_q", hal::DType::i32, {b.B + 1});
-  b.kv_len = ws_.get("d.kv_len", hal::DType::i32, {b.B});
-  b.block_table = ws_.get("d.block_table", hal::DType::i32, {b.B, b.max_blocks});
+  b.paged.cu_q = ws_.get("d.cu_q", hal::DType::i32, {b.B + 1});
+  b.paged.kv_len = ws_.get("d.kv_len", hal::DType::i32, {b.B});
+  b.paged.block_table = ws_.get("d.block_table", hal::DType::i32, {b.B, b.max_blocks});
   run_.upload(b.tokens, in.tokens.data());
   run_.upload(b.pos, b.h_pos.data());
-  run_.upload(b.cu_q, b.h_cu_q.data());
-  run_.upload(b.kv_len, b.h_kv_len.data());
-  run_.upload(b.block_table, bt.bytes.data());
+  run_.upload(b.paged.cu_q, b.h_cu_q.data());
+  run_.upload(b.paged.kv_len, b.h_kv_len.data());
+  run_.upload(b.paged.block_table, bt.bytes.data());
 
   const hal::DType dt = w_.dtype();
   const int64_t H = c_.hidden_size;
@@ -166,9 +167,7 @@ void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& ou
   ops::KvAppendArgs ka;
   ka.k = k;
   ka.v = v;
-  ka.block_table = b.block_table;
-  ka.kv_len = b.kv_len;
-  ka.cu_q = b.cu_q;
+  ops::set_batch(ka, b.paged);
   ka.k_cache = lc.k_cache;
   ka.v_cache = lc.v_cache;
   if (dense) {
@@ -177,9 +176,7 @@ void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& ou
     da.q = q;
     da.k_cache = lc.k_cache;
     da.v_cache = lc.v_cache;
-    da.block_table = b.block_table;
-    da.kv_len = b.kv_len;
-    da.cu_q = b.cu_q;
+    ops::set_batch(da, b.paged);
     da.out = attn;
     da.lse = lse;
     run_.dense_attention(da);
@@ -204,9 +201,7 @@ void Decoder::attention(int l, const Batch& b, const Tensor& h, const Tensor& ou
     sa.q = q;
     sa.k_cache = lc.k_cache;
     sa.v_cache = lc.v_cache;
-    sa.block_table = b.block_table;
-    sa.kv_len = b.kv_len;
-    sa.cu_q = b.cu_q;
+    ops::set_batch(sa, b.paged);
     sa.Qb = c_.sparse_query_block;
     sa.NQ = b.NQ;
     sa.mode = c_.selection_mode();
@@ -235,9 +230,7 @@ void Decoder::index_selection(int l, const Batch& b, const Tensor& h, const Tens
   is.qi = qi;
   is.ki_cache = lc.ki_cache;
   is.ki_scale = lc.ki_scale;
-  is.block_table = b.block_table;
-  is.kv_len = b.kv_len;
-  is.cu_q = b.cu_q;
+  ops::set_batch(is, b.paged);
   is.Qb = c_.sparse_query_block;
   is.NQ = b.NQ;
   is.mode = c_.selection_mode();
@@ -246,8 +239,8 @@ void Decoder::index_selection(int l, const Batch& b, const Tensor& h, const Tens
 
   ops::BlockTopkArgs tk;
   tk.block_score = score;
-  tk.kv_len = b.kv_len;
-  tk.cu_q = b.cu_q;
+  tk.kv_len = b.paged.kv_len;
+  tk.cu_q = b.paged.cu_q;
   tk.Qb = c_.sparse_query_block;
   tk.NQ = b.NQ;
   tk.Bs = c_.sparse_block_size;

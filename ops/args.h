@@ -9,6 +9,7 @@
 
 #include "hal/export.h"
 #include "hal/tensor.h"
+#include "ops/paged_batch.h"
 
 namespace msa::ops {
 

@@ -9,7 +9,7 @@ namespace msa::ops::detail {
 using hal::DType;
 
 AttnDims check_paged_inputs(const Checker& c, const Tensor& q, const Tensor& k_cache, const Tensor* v_cache,
-                            const Tensor& block_table, const Tensor& kv_len, const Tensor& cu_q) {
+                            const PagedBatch& batch) {
   c.tensor(q, "q", 3, kActDtypes);
   c.tensor(k_cache, "k_cache", 4);
   c.same_dtype(k_cache, "k_cache", q, "q");
@@ -26,15 +26,23 @@ AttnDims check_paged_inputs(const Checker& c, const Tensor& q, const Tensor& k_c
       c, d.Hq % d.Hkv == 0, "q",
       "Hq = " + std::to_string(d.Hq) + " is not a multiple of Hkv = " + std::to_string(d.Hkv) + " (Hq % Hkv != 0)");
   c.dim(k_cache, "k_cache", 3, d.D, "D (head dim of q)");
-  c.tensor(kv_len, "kv_len", 1, {DType::i32});
-  d.B = kv_len.shape[0];
-  c.tensor(cu_q, "cu_q", 1, {DType::i32});
-  c.dim(cu_q, "cu_q", 0, d.B + 1, "B+1");
-  c.tensor(block_table, "block_table", 2, {DType::i32});
-  c.dim(block_table, "block_table", 0, d.B, "B");
-  d.max_blocks = block_table.shape[1];
-  MSA_REQUIRE(c, d.max_blocks * d.Bs <= INT32_MAX, "block_table", "max_blocks * Bs exceeds the int32 position range");
+  const BatchDims b = check_paged_batch(c, batch, d.Bs);
+  d.B = b.B;
+  d.max_blocks = b.max_blocks;
   return d;
+}
+
+BatchDims check_paged_batch(const Checker& c, const PagedBatch& batch, int64_t Bs) {
+  const auto& [block_table, kv_len, cu_q] = batch;
+  c.tensor(kv_len, "kv_len", 1, {DType::i32});
+  const int64_t B = kv_len.shape[0];
+  c.tensor(cu_q, "cu_q", 1, {DType::i32});
+  c.dim(cu_q, "cu_q", 0, B + 1, "B+1");
+  c.tensor(block_table, "block_table", 2, {DType::i32});
+  c.dim(block_table, "block_table", 0, B, "B");
+  const int64_t max_blocks = block_table.shape[1];
+  MSA_REQUIRE(c, max_blocks * Bs <= INT32_MAX, "block_table", "max_blocks * Bs exceeds the int32 position range");
+  return {B, max_blocks};
 }
 
 void check_out_lse(const Checker& c, const Tensor& q, const Tensor& out, const Tensor& lse) {

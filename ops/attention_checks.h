@@ -17,9 +17,17 @@ struct AttnDims {
   int64_t T, Hq, Hkv, D, P, Bs, B, max_blocks;
 };
 
-// q, k_cache, v_cache (nullptr when the op has none), block_table, kv_len, cu_q.
+// The paged batch alone: kv_len [B], cu_q [B+1], block_table [B][max_blocks], all i32,
+// with max_blocks * Bs within the int32 position range.
+struct BatchDims {
+  int64_t B, max_blocks;
+};
+BatchDims check_paged_batch(const Checker& c, const PagedBatch& batch, int64_t Bs);
+
+// q, k_cache, v_cache (nullptr when the op has none) and the paged batch (block_table,
+// kv_len, cu_q).
 AttnDims check_paged_inputs(const Checker& c, const Tensor& q, const Tensor& k_cache, const Tensor* v_cache,
-                            const Tensor& block_table, const Tensor& kv_len, const Tensor& cu_q);
+                            const PagedBatch& batch);
 
 // out has q's shape and dtype; lse is [rows of q][heads of q] f32.
 void check_out_lse(const Checker& c, const Tensor& q, const Tensor& out, const Tensor& lse);

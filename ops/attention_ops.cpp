@@ -26,9 +26,9 @@ constexpr auto kAct = detail::kActDtypes;
 
 // The paged attention inputs plus the forward's out/lse, which alias no input.
 AttnDims check_paged_attention(const Checker& c, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                               const Tensor& block_table, const Tensor& kv_len, const Tensor& cu_q, const Tensor& out,
-                               const Tensor& lse) {
-  const AttnDims d = check_paged_inputs(c, q, k_cache, &v_cache, block_table, kv_len, cu_q);
+                               const PagedBatch& batch, const Tensor& out, const Tensor& lse) {
+  const AttnDims d = check_paged_inputs(c, q, k_cache, &v_cache, batch);
+  const auto& [block_table, kv_len, cu_q] = batch;
   check_out_lse(c, q, out, lse);
   for (const auto& [in, name] : {std::pair{&q, "q"},
                                  {&k_cache, "k_cache"},
@@ -97,13 +97,7 @@ IndexerScoreArgs checked_indexer_score(hal::Device& device, const IndexerScoreAr
   c.query_block_size(a.Qb);
   MSA_REQUIRE(c, a.NQ >= 0, "NQ", "must be >= 0");
   MSA_REQUIRE(c, a.pool == Pool::max || a.pool == Pool::lse, "pool", "must be max or lse");
-  c.tensor(a.kv_len, "kv_len", 1, {DType::i32});
-  const int64_t B = a.kv_len.shape[0];
-  c.tensor(a.cu_q, "cu_q", 1, {DType::i32});
-  c.dim(a.cu_q, "cu_q", 0, B + 1, "B+1");
-  c.tensor(a.block_table, "block_table", 2, {DType::i32});
-  c.dim(a.block_table, "block_table", 0, B, "B");
-  const int64_t max_blocks = a.block_table.shape[1];
+  const int64_t max_blocks = detail::check_paged_batch(c, ops::batch_of(a), Bs).max_blocks;
   c.tensor(a.block_score, "block_score", 3, {DType::f32});
   c.dim(a.block_score, "block_score", 0, a.NQ, "NQ");
   c.dim(a.block_score, "block_score", 1, Hi, "Hi");
@@ -221,7 +215,7 @@ void indexer_topk(hal::Device& device, const IndexerTopkArgs& args) {
 void sparse_block_attention(hal::Device& device, const SparseAttentionArgs& args) {
   Checker c(device, OpId::sparse_block_attention);
   SparseAttentionArgs a = args;
-  const AttnDims d = check_paged_attention(c, a.q, a.k_cache, a.v_cache, a.block_table, a.kv_len, a.cu_q, a.out, a.lse);
+  const AttnDims d = check_paged_attention(c, a.q, a.k_cache, a.v_cache, ops::batch_of(a), a.out, a.lse);
   c.query_block_size(a.Qb);
   MSA_REQUIRE(c, a.NQ >= 0, "NQ", "must be >= 0");
   check_mode(c, a.mode);
@@ -236,7 +230,7 @@ void sparse_block_attention(hal::Device& device, const SparseAttentionArgs& args
 void dense_attention(hal::Device& device, const DenseAttentionArgs& args) {
   Checker c(device, OpId::dense_attention);
   DenseAttentionArgs a = args;
-  const AttnDims d = check_paged_attention(c, a.q, a.k_cache, a.v_cache, a.block_table, a.kv_len, a.cu_q, a.out, a.lse);
+  const AttnDims d = check_paged_attention(c, a.q, a.k_cache, a.v_cache, ops::batch_of(a), a.out, a.lse);
   a.scale = resolve_scale(c, a.scale, d.D);
   detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, d.P, static_cast<int>(d.Bs), 1, -1, d.T);
   detail::dispatch(device, OpId::dense_attention, &a);
@@ -276,12 +270,7 @@ void kv_append(hal::Device& device, const KvAppendArgs& a) {
   c.dim(a.k, "k", 2, D, "D");
   c.tensor(a.v, "v", 3);
   c.same_shape(a.v, "v", a.k, "k");
-  c.tensor(a.kv_len, "kv_len", 1, {DType::i32});
-  const int64_t B = a.kv_len.shape[0];
-  c.tensor(a.cu_q, "cu_q", 1, {DType::i32});
-  c.dim(a.cu_q, "cu_q", 0, B + 1, "B+1");
-  c.tensor(a.block_table, "block_table", 2, {DType::i32});
-  c.dim(a.block_table, "block_table", 0, B, "B");
+  detail::check_paged_batch(c, ops::batch_of(a), Bs);
   MSA_REQUIRE(c, a.ki.present() == a.ki_cache.present(), a.ki.present() ? "ki_cache" : "ki",
               "ki and ki_cache must be given together");
   if (a.ki_cache.present()) {

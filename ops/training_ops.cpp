@@ -46,7 +46,7 @@ void check_attention_grads(const Checker& c, const Tensor& q, const Tensor& k, c
 void sparse_block_attention_backward(hal::Device& device, const SparseAttentionBackwardArgs& args) {
   Checker c(device, OpId::sparse_block_attention_backward);
   SparseAttentionBackwardArgs a = args;
-  const AttnDims d = detail::check_paged_inputs(c, a.q, a.k_cache, &a.v_cache, a.block_table, a.kv_len, a.cu_q);
+  const AttnDims d = detail::check_paged_inputs(c, a.q, a.k_cache, &a.v_cache, ops::batch_of(a));
   check_attention_grads(c, a.q, a.k_cache, "k_cache", a.dout, a.out, a.lse, a.dq, a.dk_cache, "dk_cache", a.dv_cache,
                         "dv_cache");
   c.query_block_size(a.Qb);
@@ -72,7 +72,7 @@ void sparse_block_attention_backward(hal::Device& device, const SparseAttentionB
 void dense_attention_backward(hal::Device& device, const DenseAttentionBackwardArgs& args) {
   Checker c(device, OpId::dense_attention_backward);
   DenseAttentionBackwardArgs a = args;
-  const AttnDims d = detail::check_paged_inputs(c, a.q, a.k_cache, &a.v_cache, a.block_table, a.kv_len, a.cu_q);
+  const AttnDims d = detail::check_paged_inputs(c, a.q, a.k_cache, &a.v_cache, ops::batch_of(a));
   check_attention_grads(c, a.q, a.k_cache, "k_cache", a.dout, a.out, a.lse, a.dq, a.dk_cache, "dk_cache", a.dv_cache,
                         "dv_cache");
   check_no_alias(c, {{&a.dq, "dq"}, {&a.dk_cache, "dk_cache"}, {&a.dv_cache, "dv_cache"}},
@@ -114,7 +114,7 @@ void indexer_kl(hal::Device& device, const IndexerKlArgs& args) {
   IndexerKlArgs a = args;
   MSA_REQUIRE(c, a.stage == KlStage::sparse || a.stage == KlStage::dense, "stage", "must be sparse or dense");
   const bool sparse = a.stage == KlStage::sparse;
-  const AttnDims d = detail::check_paged_inputs(c, a.q, a.k_cache, nullptr, a.block_table, a.kv_len, a.cu_q);
+  const AttnDims d = detail::check_paged_inputs(c, a.q, a.k_cache, nullptr, ops::batch_of(a));
   c.tensor(a.lse, "lse", 2, {DType::f32});
   c.dim(a.lse, "lse", 0, d.T, "T");
   c.dim(a.lse, "lse", 1, d.Hq, "Hq");

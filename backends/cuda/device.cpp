@@ -9,6 +9,7 @@
 
 #include "backends/cuda/backend.h"
 #include "backends/cuda/check.h"
+#include "backends/cuda/kernels/cuda_only/hopper_probe.h"
 
 namespace msa::MSA_GPU_NS {
 namespace {
@@ -38,6 +39,7 @@ DeviceProps read_props(int index) {
   r.smem_optin = p.sharedMemPerBlockOptin;
   r.l2_bytes = static_cast<size_t>(p.l2CacheSize);
   r.memory_bytes = p.totalGlobalMem;
+  r.hopper_code = p.major >= 9 && hopper_code_present(index);
   return r;
 }
 

@@ -8,23 +8,13 @@
 #include <memory>
 #include <string>
 
+#include "backends/cuda/device_props.h"
 #include "backends/cuda/tuning.h"
 #include "backends/cuda/vendor.h"
 #include "hal/event.h"
 #include "hal/stream.h"
 
 namespace msa::MSA_GPU_NS {
-
-// What kernels need to know about the device, read once at open.
-struct DeviceProps {
-  int index = 0;     // CUDA device ordinal
-  std::string name;  // "NVIDIA H200"
-  int sm_count = 1;  // multiprocessors
-  int cc_major = 0, cc_minor = 0;
-  size_t smem_optin = 48 * 1024;  // max dynamic shared memory per block after opt-in
-  size_t l2_bytes = 0;
-  size_t memory_bytes = 0;
-};
 
 class Event final : public hal::Event {
  public:

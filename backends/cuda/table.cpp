@@ -1,7 +1,7 @@
 // The CUDA backend's kernel table: the portable tier's (portable_table.h) under CUDA's
 // limits, plus the fused kernel of the composite indexer_topk.
 #include "backends/cuda/device.h"
-#include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
+#include "backends/cuda/kernels/indexer_score/decode_mma.h"
 #include "backends/cuda/portable_table.h"
 
 namespace msa::MSA_GPU_NS {

@@ -6,7 +6,7 @@
 #include <array>
 #include <span>
 
-#include "backends/cuda/vendor.h"
+#include "backends/cuda/gpu_ns.h"
 #include "hal/tuning.h"
 
 namespace msa::MSA_GPU_NS {

@@ -4,10 +4,13 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "backends/vulkan/context.h"
 #include "backends/vulkan/memory.h"
 #include "backends/vulkan/pipelines.h"
+#include "backends/vulkan/tuning.h"
 #include "hal/device.h"
 
 namespace msa::vulkan {
@@ -28,6 +31,11 @@ class VulkanDevice : public hal::Device {
 
   const Context& ctx() const { return *ctx_; }
   const Caps& caps() const { return ctx_->caps; }
+  std::vector<hal::TuningEntry> tuning() const override { return hal::list_tuning(tuning_, tuning_knobs()); }
+  void set_tuning(std::string_view knob, std::string_view value) override {
+    hal::set_tuning_knob(tuning_, tuning_knobs(), name(), knob, value);
+  }
+  const Tuning& settings() const { return tuning_; }
   PipelineCache& pipelines() { return *pipelines_; }
   VulkanStream& vk_stream() { return *stream_; }
   // Host-visible words, one per OpId, that kernels atomicOr DeviceErrorBits into.
@@ -42,6 +50,7 @@ class VulkanDevice : public hal::Device {
  private:
   int index_;
   std::unique_ptr<Context> ctx_;
+  Tuning tuning_ = hal::tuning_from_env(tuning_knobs());
   std::unique_ptr<PipelineCache> pipelines_;
   Allocation* errors_ = nullptr;
   Allocation* dummy_ = nullptr;

@@ -2,7 +2,7 @@
 // shaders/indexer_block.comp; or, where the device or shape does not allow it, one
 // workgroup per query block x indexer head x KV block, shaders/indexer_score.comp) and
 // block_topk (one workgroup per query block x selection head, exact radix select,
-// shaders/block_topk.comp). Key caches larger than one binding (or MSA_VK_FORCE_BDA=1)
+// shaders/block_topk.comp). Key caches larger than one binding (or the tuning knob force_bda=1)
 // go to indexer_block.comp's variant reading them through their device address.
 // NVFP4 keys (fp4_e2m1x2 ki_cache with [P][Bs][Di/16] e4m3 ki_scale) have their own
 // variants of both shaders (KI_TYPE fp4); indexer_block.comp reads them in 8-byte units
@@ -24,7 +24,7 @@ inline constexpr uint32_t kBlockWgs = 128;  // WGS of indexer_block.comp
 // total of 512 workgroups gives B = 8 at 32K runs of 4 blocks where B = 1 gets single
 // blocks in 256, and took 12x as long for 8x the keys at the H200's idle clock.) Prefill, where
 // a workgroup scores a block for one query block, still batches blocks to amortise the
-// batch lookup. MSA_VK_INDEXER_BPW forces the run length (A/B runs).
+// batch lookup. The tuning knob indexer_bpw forces the run length (A/B runs).
 inline constexpr uint64_t kBlockMaxGroups = 65536;
 inline constexpr uint64_t kBlockMaxRun = 16;  // MAX_BPW of indexer_block.comp
 

@@ -53,7 +53,7 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   // Runs of bpw KV blocks per workgroup (see kBlockMaxGroups).
   bp.p.base = pc;
   const uint64_t blocks = uint64_t{pc.NQ} * pc.mb_out;
-  const uint64_t forced = env_knob("MSA_VK_INDEXER_BPW", 0);
+  const uint64_t forced = static_cast<uint64_t>(device_of(a.qi, "qi").settings().indexer_bpw);
   bp.p.bpw = static_cast<uint32_t>(
       std::clamp<uint64_t>(forced > 0 ? forced : (blocks + kBlockMaxGroups - 1) / kBlockMaxGroups, 1, kBlockMaxRun));
   const uint64_t runs = (uint64_t{pc.mb_out} + bp.p.bpw - 1) / bp.p.bpw;

@@ -7,7 +7,6 @@
 
 #include "backends/vulkan/device.h"
 #include "hal/dtype.h"
-#include "hal/env.h"
 #include "hal/error.h"
 
 namespace msa::vulkan {
@@ -46,14 +45,5 @@ inline int64_t rows_of(const hal::Tensor& t) {
 }
 
 inline int64_t last_dim_of(const hal::Tensor& t) { return t.rank == 0 ? 1 : t.dim(-1); }
-
-// A tuning knob from the environment (for A/B runs on a device): the unsigned value of
-// variable `name`, `dflt` when it is unset or empty; anything but a number in
-// [0, 2^32 - 1] (or on/off) throws msa::Error naming the variable (hal/env.h). Read at
-// every call (the callers are per-launch host code; getenv is cheap next to recording a
-// dispatch).
-inline uint32_t env_knob(const char* name, uint32_t dflt) {
-  return static_cast<uint32_t>(parse_env_int(name, std::getenv(name), dflt, 0, 0xffffffffLL));
-}
 
 }  // namespace msa::vulkan

@@ -2,7 +2,7 @@
 // (shaders/kv_append_kv.comp); a second converts the indexer keys
 // (shaders/kv_append_ki.comp; NVFP4 keys: per group of 16 dims, codes and e4m3 scales).
 // Ops on the stream run in order, so the two never race.
-// K/V caches larger than one binding (or MSA_VK_FORCE_BDA=1) are written through their
+// K/V caches larger than one binding (or the tuning knob force_bda=1) are written through their
 // buffer device addresses (kv_append_kv_*_bda).
 #include <algorithm>
 

@@ -3,7 +3,6 @@
 #include <cstdlib>
 
 #include "backends/vulkan/stream.h"
-#include "hal/env.h"
 #include "hal/error.h"
 
 namespace msa::vulkan {
@@ -118,7 +117,7 @@ bool exceeds_binding(const VulkanDevice& dev, const hal::Tensor& t) {
 bool use_addresses(const VulkanDevice& dev, std::initializer_list<const hal::Tensor*> ts) {
   for (const hal::Tensor* t : ts)
     if (t->present() && exceeds_binding(dev, *t)) return true;
-  return dev.caps().buffer_address && parse_env_int("MSA_VK_FORCE_BDA", std::getenv("MSA_VK_FORCE_BDA"), 0, 0, 1) != 0;
+  return dev.caps().buffer_address && dev.settings().force_bda != 0;
 }
 
 std::string check_addressable(const VulkanDevice& dev, const hal::Tensor& t, uint64_t unit) {

@@ -64,7 +64,7 @@ std::string check_bindable(const VulkanDevice& dev, std::initializer_list<const 
 // Whether `t` (present) spans more than one storage-buffer binding of `dev` allows.
 bool exceeds_binding(const VulkanDevice& dev, const hal::Tensor& t);
 // Whether a kernel with a buffer-device-address variant should take `ts` by address:
-// one of them exceeds a binding, or MSA_VK_FORCE_BDA=1 (tests of those variants on small
+// one of them exceeds a binding, or the tuning knob force_bda=1 (tests of those variants on small
 // tensors) on a device with addresses.
 bool use_addresses(const VulkanDevice& dev, std::initializer_list<const hal::Tensor*> ts);
 // "" when a kernel can access `t` through its device address, indexing it in 32-bit units

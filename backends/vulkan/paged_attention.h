@@ -116,15 +116,12 @@ void run_attention(hal::Stream& s, const Args& a, const std::string& prefix, PC&
 inline constexpr uint32_t kGqaWgs = 128;          // WGS of attention_gqa.comp
 inline constexpr uint32_t kGqaRows = 16;          // ROWS: largest G
 inline constexpr uint32_t kGqaShared = 32 << 10;  // shared memory it needs, rounded up
-// Split-KV for decode-sized calls: each workgroup takes kGqaUnits tiles (64 keys at 16-bit
+// Split-KV for decode-sized calls: each workgroup takes gqa_units (tuning.h: 2) tiles (64 keys at 16-bit
 // types), so a larger batch gets more workgroups, not longer ones: a decode workgroup's
 // time is its chain of dependent loads and barriers, and the GPU runs many at once. (A
 // fixed total of 512 workgroups would give B = 8 4 tiles per workgroup where B = 1 gets
 // 2 in 128: twice the chain, and a call time that grows with the batch.)
-// Splits only grow past kGqaMaxGroups workgroups (large batches, prefill).
-// MSA_VK_GQA_UNITS / MSA_VK_GQA_GROUPS override both (A/B runs).
-inline constexpr uint32_t kGqaUnits = 2;
-inline constexpr uint64_t kGqaMaxGroups = 8192;
+// Splits only grow past gqa_groups (8192) workgroups (large batches, prefill).
 
 inline uint32_t gqa_tile_keys(hal::DType t) { return t == hal::DType::f32 ? 16 : 32; }  // TK
 
@@ -163,8 +160,9 @@ inline void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
   pc.tpb = (pc.Bs + tk - 1) / tk;
   const uint32_t units = pc.k * pc.tpb;
   const uint64_t base = uint64_t{pc.T} * pc.Hkv;  // workgroups without a split
-  const uint32_t per = std::max<uint32_t>(1, env_knob("MSA_VK_GQA_UNITS", kGqaUnits));
-  const uint64_t max_groups = std::max<uint32_t>(1, env_knob("MSA_VK_GQA_GROUPS", kGqaMaxGroups));
+  const Tuning& tuning = device_of(a.q, "q").settings();
+  const uint32_t per = static_cast<uint32_t>(tuning.gqa_units);
+  const uint64_t max_groups = static_cast<uint64_t>(tuning.gqa_groups);
   uint32_t n_split = 1;
   if (base > 0 && base < max_groups && units > per)
     n_split = static_cast<uint32_t>(std::min<uint64_t>((max_groups + base - 1) / base, (units + per - 1) / per));

@@ -1,4 +1,4 @@
-// hal/env.h: the kernels' environment knobs (MSA_CUDA_*, MSA_TOPK_SPLIT, MSA_VK_*). A value
+// hal/env.h: the kernels' environment knobs (MSA_CUDA_*, MSA_TOPK_REGISTER, MSA_VK_*). A value
 // that is not a number must be an msa::Error naming the variable, never a silent 0 (which
 // turned a switch such as MSA_CUDA_DECODE_CLUSTER=true off under std::atoi).
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // Sparse decode attention with K/V read through buffer device addresses (the BDA=1
-// variant of attention_gqa.comp): forced on small caches (MSA_VK_FORCE_BDA=1) it must
+// variant of attention_gqa.comp): forced on small caches (force_bda=1) it must
 // give the binding variant's bits; caches larger than maxStorageBufferRange take it by
 // themselves and must match cpu-ref (built cheaply: a cache filled with NaN bytes where
 // only the attended pages are written, some of them past the binding limit); with
@@ -119,16 +119,16 @@ TEST_F(AddressPath, ForcedOnSmallCachesMatchesBindingsAndReference) {
   const uint64_t before = address_binds(dev());
   Result bound;
   {
-    ScopedEnv plain("MSA_VK_FORCE_BDA", "0");
+    ScopedTuning plain(dev(), "force_bda", "0");
     bound = run(dev(), x, P, page);
   }
   EXPECT_EQ(address_binds(dev()), before) << "K/V fit a binding: the address variant must not run by default";
   Result forced;
   {
-    ScopedEnv force("MSA_VK_FORCE_BDA", "1");
+    ScopedTuning force(dev(), "force_bda", "1");
     forced = run(dev(), x, P, page);
   }
-  EXPECT_EQ(address_binds(dev()), before + 2) << "MSA_VK_FORCE_BDA=1 did not take K/V by address";
+  EXPECT_EQ(address_binds(dev()), before + 2) << "force_bda=1 did not take K/V by address";
   EXPECT_EQ(forced.out, bound.out);
   EXPECT_EQ(forced.lse, bound.lse);
   expect_close(forced, reference(x));
@@ -199,15 +199,15 @@ TEST_F(AddressPath, KvAppendByAddressMatchesReference) {
   const std::vector<uint8_t> want = append(*ref, 6, compact);
   const uint64_t before = address_binds(dev());
   {
-    ScopedEnv plain("MSA_VK_FORCE_BDA", "0");
+    ScopedTuning plain(dev(), "force_bda", "0");
     EXPECT_EQ(append(dev(), 6, compact), want);
   }
   EXPECT_EQ(address_binds(dev()), before) << "small caches must stay on bindings by default";
   {
-    ScopedEnv force("MSA_VK_FORCE_BDA", "1");
+    ScopedTuning force(dev(), "force_bda", "1");
     EXPECT_EQ(append(dev(), 6, compact), want);
   }
-  EXPECT_EQ(address_binds(dev()), before + 2) << "MSA_VK_FORCE_BDA=1 did not take the caches by address";
+  EXPECT_EQ(address_binds(dev()), before + 2) << "force_bda=1 did not take the caches by address";
   const uint64_t range = caps_of(dev()).max_storage_range;
   if (range > (uint64_t{4} << 30))
     GTEST_SKIP() << "maxStorageBufferRange " << range << " B: caches past it too large for a test";
@@ -268,10 +268,10 @@ TEST_F(AddressPath, IndexerByAddressMatchesReference) {
   };
   const uint64_t before = address_binds(dev());
   {
-    ScopedEnv force("MSA_VK_FORCE_BDA", "1");
+    ScopedTuning force(dev(), "force_bda", "1");
     expect_scores(index(dev(), 32, compact));
   }
-  EXPECT_EQ(address_binds(dev()), before + 1) << "MSA_VK_FORCE_BDA=1 did not take the keys by address";
+  EXPECT_EQ(address_binds(dev()), before + 1) << "force_bda=1 did not take the keys by address";
   const uint64_t range = caps_of(dev()).max_storage_range;
   if (range > (uint64_t{4} << 30))
     GTEST_SKIP() << "maxStorageBufferRange " << range << " B: caches past it too large for a test";

@@ -132,14 +132,14 @@ TEST_F(Nvfp4, IndexerBlockPathByAddressMatchesReference) {
   auto& stream = static_cast<vulkan::VulkanStream&>(dev().stream());
   const uint64_t before = stream.address_binds();
 #endif
-  ScopedEnv force("MSA_VK_FORCE_BDA", "1");
+  ScopedTuning force(dev(), "force_bda", "1");
   IndexerShape x;
   check_scores(x);
   x.Di = 48;
   x.key_offset = 24;
   check_scores(x);
 #if MSA_TEST_VULKAN_INTERNALS
-  EXPECT_EQ(stream.address_binds(), before + 4) << "MSA_VK_FORCE_BDA=1 did not take the keys by address";
+  EXPECT_EQ(stream.address_binds(), before + 4) << "force_bda=1 did not take the keys by address";
 #endif
 }
 

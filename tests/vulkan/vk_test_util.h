@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/device.h"
 #include "hal/error.h"
 #include "hal/host_tensor.h"
 #include "hal/registry.h"
@@ -38,6 +39,22 @@ class ScopedEnv {
  private:
   const char* name_;
   std::optional<std::string> old_;
+};
+
+// Sets a tuning knob of `device` (hal::Device::set_tuning) for a scope.
+class ScopedTuning {
+ public:
+  ScopedTuning(hal::Device& device, const char* knob, const char* value) : device_(device), knob_(knob) {
+    for (const auto& k : device.tuning())
+      if (k.name == knob) old_ = std::to_string(k.value);
+    device.set_tuning(knob, value);
+  }
+  ~ScopedTuning() { device_.set_tuning(knob_, old_); }
+
+ private:
+  hal::Device& device_;
+  const char* knob_;
+  std::string old_ = "0";
 };
 
 // Global NMSE of x against ref (NaN counts as a failure: returns +inf).

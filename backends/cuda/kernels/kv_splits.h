@@ -1,9 +1,10 @@
 // How many KV splits a flash-style attention launch uses (the dense and sparse prefill
-// kernels of flash_prefill.cu and the wgmma dense prefill of flash_wgmma.cu): when the
+// kernels of attention/flash_prefill.cu and the wgmma dense prefill of
+// dense_attention/flash_wgmma.cu; attention/choose.cpp asks): when the
 // thread blocks fill the GPU fewer than twice, the count that minimises waves per unit of
 // work, each split keeping at least `min_tiles` KV tiles, and the f32 partials (rows x
-// splits x (D + 1)) within 512 MiB, a bound that a forced count (MSA_CUDA_FLASH_SPLITS)
-// obeys too. Host-only and free of CUDA so that it is tested without a GPU.
+// splits x (D + 1)) within 512 MiB, a bound that a forced count (the flash_splits test
+// hook) obeys too. Host-only and free of CUDA so that it is tested without a GPU.
 #pragma once
 #include <algorithm>
 #include <cstdint>

@@ -8,17 +8,20 @@
 //    tiles of query rows; dk / dv in registers. Slots no query attended stay 0; keys past
 //    a sequence's kv_len (slack slots) are never read into a sum.
 // Both are FlashAttention-2 backward tiles (backward_tiles.cuh): every gradient element
-// has one owning thread that sums in a fixed order (no atomics). On CUDA's native tier,
-// bf16/f16 calls go to the tensor-core kernels first (launch_mma_paged_backward).
+// has one owning thread that sums in a fixed order (no atomics). CUDA's native tier runs
+// bf16/f16 calls on tensor-core kernels instead where its chooser picks them
+// (kernels/attention_backward/).
 #pragma once
 #include <algorithm>
 #include <cstdint>
 
 #include "backends/cuda/kernels/portable/backward_tiles.cuh"
+#include "backends/cuda/kernels/portable/dq_tiling.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/training_index.cuh"
 #include "backends/cuda/kernels/portable/training_rows.cuh"
 #include "hal/op_id.h"
+#include "ops/args.h"
 
 namespace msa::MSA_GPU_NS {
 
@@ -68,14 +71,6 @@ __global__ void __launch_bounds__(kThreads) dkdv_merge_kernel(PagedGrad p) {
     p.dv[i] = v;
   }
 }
-
-// Query tiles of the dq kernel: tile_heads heads of the group x tile_tokens consecutive
-// tokens (<= BQ rows), head_chunks tiles across the group.
-struct DqTiling {
-  int tile_heads = 1, tile_tokens = 1, head_chunks = 1;
-  DqTiling(int G, int BQ)
-      : tile_heads(G < BQ ? G : BQ), tile_tokens(BQ / tile_heads), head_chunks((G + tile_heads - 1) / tile_heads) {}
-};
 
 // A run of a dq tile: its tokens [ta, end), end <= t_end, of one sequence and query block
 // (the same attended blocks; `last` attends the most slots of each).
@@ -217,24 +212,15 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) paged_dkdv_kerne
     acc.store(p.part_dk + split * p.plane, p.part_dv + split * p.plane, D, key_off);
 }
 
-// A paged backward call as the CUDA-only tensor-core tier takes it
-// (kernels/cuda_only/attention_backward_mma.cu): `p` with the batch, the selection, the
-// tensors, heads, dims, scale and Hb set (paged_backward's first part), plus `out`.
+// A paged backward call, bound once for the portable kernels below and CUDA's
+// tensor-core ones (kernels/attention_backward/mma.cu): `p` with the batch, the selection,
+// the tensors, heads, dims, scale and Hb set, plus `out`.
 struct PagedBackwardCall {
   PagedGrad p;
   const void* out = nullptr;
   hal::DType dtype = hal::DType::f32;
   int64_t T = 0, P = 0;
 };
-
-#if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
-// Launches the whole call on mma.sync tensor-core kernels and returns true, or returns
-// false (portable tier, f32, D not a multiple of 16 up to 128, sizes past its index
-// limits, MSA_CUDA_BWD_MMA=0) so the portable kernels below run.
-bool launch_mma_paged_backward(Stream& st, const PagedBackwardCall& c);
-#else
-inline bool launch_mma_paged_backward(Stream&, const PagedBackwardCall&) { return false; }
-#endif
 
 // How a paged backward call selects its blocks: block_idx (sparse) or every causal block.
 struct PagedSelection {
@@ -243,24 +229,15 @@ struct PagedSelection {
   int64_t NQ = 0;
 };
 
-// Runs a paged backward call (Args: SparseAttentionBackwardArgs or
+// Binds a paged backward call (Args: SparseAttentionBackwardArgs or
 // DenseAttentionBackwardArgs).
 template <typename Args>
-void paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::OpId op) {
+PagedBackwardCall bind_paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::OpId op) {
   const int64_t T = a.q.dim(0), Hq = a.q.dim(1), D = a.q.dim(2);
   const int64_t P = a.k_cache.dim(0), Hkv = a.k_cache.dim(1), Bs = a.k_cache.dim(2);
   PagedGrad p;
-  p.sets.bt = paged_batch(st, a.cu_q, a.kv_len, a.block_table, a.k_cache, T, op);
   const bool sparse = sel.block_idx != nullptr;
-  if (sparse) {
-    p.sets.bidx = sel.block_idx->data<int32_t>();
-    p.sets.k = static_cast<int>(sel.block_idx->dim(2));
-    p.sets.Hs = static_cast<int>(sel.block_idx->dim(1));
-    p.sets.Qb = sel.Qb;
-    p.sets.NQ = sel.NQ;
-  } else {
-    p.sets.NQ = p.sets.bt.B;
-  }
+  p.sets = attend_sets(st, a, T, sel.block_idx, sel.Qb, sel.NQ, op);
   p.q = a.q.template data<void>();
   p.dout = a.dout.template data<void>();
   p.kc = a.k_cache.template data<void>();
@@ -275,7 +252,22 @@ void paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::O
   p.dk = a.dk_cache.template data<float>();
   p.dv = a.dv_cache.template data<float>();
   p.Hb = sparse ? p.sets.Hs : 1;
-  if (launch_mma_paged_backward(st, PagedBackwardCall{p, a.out.template data<void>(), a.q.dtype, T, P})) return;
+  return PagedBackwardCall{p, a.out.template data<void>(), a.q.dtype, T, P};
+}
+
+inline PagedBackwardCall bind_backward(Stream& st, const ops::SparseAttentionBackwardArgs& a) {
+  return bind_paged_backward(st, a, PagedSelection{&a.block_idx, a.Qb, a.NQ},
+                             hal::OpId::sparse_block_attention_backward);
+}
+inline PagedBackwardCall bind_backward(Stream& st, const ops::DenseAttentionBackwardArgs& a) {
+  return bind_paged_backward(st, a, PagedSelection{}, hal::OpId::dense_attention_backward);
+}
+
+// Runs a bound paged backward call on the portable kernels.
+inline void paged_backward_portable(Stream& st, const PagedBackwardCall& call) {
+  PagedGrad p = call.p;
+  const int64_t T = call.T, P = call.P, Hq = p.Hq, Hkv = p.Hkv, D = p.D, Bs = p.sets.bt.Bs;
+  const bool sparse = p.sets.bidx != nullptr;
   p.chunks = static_cast<int>((Bs + kSlotChunk - 1) / kSlotChunk);
 
   ScratchPlan plan;
@@ -297,11 +289,11 @@ void paged_backward(Stream& st, const Args& a, const PagedSelection& sel, hal::O
   launch_seq_info(st, p.sets, sparse, si);
   p.inv = build_inverse(st, p.sets, p.Hb, ip, ws);
   constexpr int kDeltaThreads = 256;
-  MSA_DISPATCH_ACT(a.q.dtype, DT, {
+  MSA_DISPATCH_ACT(call.dtype, DT, {
     if (T > 0) {
       tile_delta_kernel<DT, kDeltaThreads>
-          <<<grid_for(T * Hq, kDeltaThreads, st.props()), kDeltaThreads, 0, st.native()>>>(
-              p.dout, a.out.template data<void>(), T * Hq, p.D, delta);
+          <<<grid_for(T * Hq, kDeltaThreads, st.props()), kDeltaThreads, 0, st.native()>>>(p.dout, call.out, T * Hq,
+                                                                                           p.D, delta);
       MSA_CUDA_CHECK_LAUNCH();
     }
     MSA_DISPATCH_TILE_DP(D, DP, {

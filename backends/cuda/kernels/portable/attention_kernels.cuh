@@ -1,6 +1,6 @@
 // The thread-block kernels of sparse_block_attention, dense_attention and
-// patch_attention_3d, templated over the attention core (FmaCore here; CUDA-only files
-// instantiate them with a tensor-core core). Each kernel fills the shared row table of
+// patch_attention_3d, templated over the attention core (FmaCore here; the CUDA backend's
+// attention/wmma.cu instantiates them with a tensor-core core). Each kernel fills the shared row table of
 // its (up to kRows) query rows and hands the core a tile source.
 #pragma once
 #include "backends/cuda/error_flags.h"
@@ -212,6 +212,8 @@ struct PatchParams {
   int H = 1, D = 0, es = 2;
   float scale = 1.0f;
   AttnOut o;
+  int64_t N = 0;    // patches (host: the launch grid)
+  int n_items = 0;  // visual items (host: the launch grid)
 };
 
 struct PatchSrc {
@@ -252,58 +254,4 @@ __global__ void __launch_bounds__(kAttnThreads) patch_kernel(PatchParams p) {
   }
 }
 
-}  // namespace msa::MSA_GPU_NS
-
-// ---- CUDA-only tensor-core launchers (kernels/cuda_only/attention_tc.cu) ---------------
-// Each launches the op's kernel with the wmma core for bf16/f16 on the native tier and
-// returns true, or returns false (f32, portable tier, or a HIP build) for the FMA core.
-#include "backends/cuda/stream.h"
-#include "hal/dtype.h"
-
-namespace msa::MSA_GPU_NS {
-#if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
-bool launch_tc_sparse(Stream& st, const SparseParams& p, unsigned grid, hal::DType dt);
-bool launch_tc_dense(Stream& st, const DenseParams& p, unsigned grid, hal::DType dt);
-bool launch_tc_patch(Stream& st, const PatchParams& p, unsigned grid, hal::DType dt);
-// Decode-sized calls (kernels/cuda_only/decode_attention.cu: mma.sync, cp.async pipeline,
-// split-KV merged by the last block): launch and return true, or return false (portable
-// tier, f32, shapes they do not cover) so the caller runs the kernels above. `p` needs
-// everything but S / o.part_*: the launcher picks its own splits and workspace.
-bool launch_decode_sparse(Stream& st, const SparseParams& p, hal::DType dt);
-bool launch_decode_dense(Stream& st, const DenseParams& p, hal::DType dt);
-// sm_90 decode kernel for G = 16, D = 128, Bs = 128 (kernels/cuda_only/decode_cluster.cu:
-// a thread-block cluster per token and KV head, merged through distributed shared
-// memory); called by launch_decode_sparse, returns false for what it does not cover.
-bool launch_decode_sparse_cluster(Stream& st, const SparseParams& p, hal::DType dt);
-// Prefill-sized calls (kernels/cuda_only/flash_prefill.cu: FlashAttention-2 style, 128
-// GQA-packed rows per block, Q/S/P/O in registers, split-KV when the grid is small):
-// launch and return true, or return false (portable tier, f32, unsupported shapes,
-// MSA_CUDA_FLASH=0) so the caller runs the kernels above. Tried after the decode kernels.
-bool launch_flash_dense(Stream& st, const DenseParams& p, hal::DType dt);
-bool launch_flash_sparse(Stream& st, const SparseParams& p, hal::DType dt);
-// sm_90 dense prefill on wgmma (kernels/cuda_only/flash_wgmma.cu: FlashAttention-3 style,
-// D = 128, bf16/f16, Bs a multiple of 128); tried before launch_flash_dense, returns false
-// for what it does not cover (or MSA_CUDA_FLASH_WGMMA=0).
-bool launch_wgmma_dense(Stream& st, const DenseParams& p, hal::DType dt);
-// patch_attention_3d: whether the flash kernel takes this call (then the chunk table is
-// built with flash_patch_rows() tokens per chunk), and its launch (p.chunks built so).
-bool flash_patch_ok(const Stream& st, hal::DType dt, int D, const void* q, const void* k, const void* v,
-                    const void* out);
-int flash_patch_rows();
-bool launch_flash_patch(Stream& st, const PatchParams& p, hal::DType dt);
-#else
-inline bool launch_tc_sparse(Stream&, const SparseParams&, unsigned, hal::DType) { return false; }
-inline bool launch_tc_dense(Stream&, const DenseParams&, unsigned, hal::DType) { return false; }
-inline bool launch_tc_patch(Stream&, const PatchParams&, unsigned, hal::DType) { return false; }
-inline bool launch_decode_sparse(Stream&, const SparseParams&, hal::DType) { return false; }
-inline bool launch_decode_dense(Stream&, const DenseParams&, hal::DType) { return false; }
-inline bool launch_flash_dense(Stream&, const DenseParams&, hal::DType) { return false; }
-inline bool launch_flash_sparse(Stream&, const SparseParams&, hal::DType) { return false; }
-inline bool launch_wgmma_dense(Stream&, const DenseParams&, hal::DType) { return false; }
-inline bool flash_patch_ok(const Stream&, hal::DType, int, const void*, const void*, const void*, const void*) {
-  return false;
-}
-inline int flash_patch_rows() { return kRows; }
-inline bool launch_flash_patch(Stream&, const PatchParams&, hal::DType) { return false; }
-#endif
 }  // namespace msa::MSA_GPU_NS

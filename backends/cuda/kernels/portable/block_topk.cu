@@ -10,26 +10,25 @@
 // Few long rows (decode: B x Hs rows of up to 8K blocks at 1M): each row is cut into S
 // chunks of <= 2048 blocks, one thread block per chunk keeps its chunk's k best (forced
 // blocks carry the largest key, so they are always kept: at most k of them exist) with a
-// 4-pass 8-bit radix select held in registers, writes them in block order to the stream's
+// radix select held in registers, writes them in block order to the stream's
 // workspace and counts itself in on a per-row arrival counter; the chunk that arrives
 // last selects the row's k best among the S x k candidates with the same select (the
 // union of the chunks' k best holds the row's k best; candidate order is block order, so
 // ties still go to the lower block) and resets the counter. One launch, no float atomics,
-// identical results whatever the arrival order. MSA_TOPK_SPLIT=0 turns this path off.
-// Few rows of <= 2048 blocks run that chunk code with S = 1 (one
-// block per row, keys in registers, no merge) instead of the row kernel (MSA_TOPK_ONE_BLOCK=0:
-// the row kernel); the register paths select with bins over the keys' current range and stop early
-// (select_top_adaptive; MSA_TOPK_ADAPTIVE=0: 4 fixed radix passes). Both kernels of the register
-// paths load their scores before the batch scan.
+// identical results whatever the arrival order. Few rows of <= 2048 blocks run that chunk
+// code with S = 1 (one block per row, keys in registers, no merge) instead of the row
+// kernel; the register paths select with bins over the keys' current range and stop early
+// (select_top). Both kernels of the register paths load their scores before the batch scan.
+// choose_block_topk (block_topk_choose.h) picks the path; topk_register = 0
+// (MSA_TOPK_REGISTER) keeps every row on the row kernel.
 #include <algorithm>
-#include <type_traits>
 
 #include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/portable/block_topk_choose.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "backends/cuda/kernels/portable/topk_row.cuh"
 #include "backends/cuda/kernels/portable/topk_select.cuh"
-#include "hal/env.h"
 #include "hal/op_id.h"
 
 namespace msa::MSA_GPU_NS {
@@ -196,12 +195,11 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
 }
 
 // ---- few long rows: chunks of a row in parallel, merged by the last chunk ----------------
-constexpr int kSplitThreads = kSelThreads;
-constexpr int kSplitMaxPer = 8;  // keys per thread: chunks and merges of <= 2048 keys
-constexpr int kSplitMaxS = 64;   // chunks per row (and S * k <= 2048: the merge)
-constexpr int kSplitMaxK = 128;
-constexpr int kTopkSlots = 8;           // streams with their own arrival counters
-constexpr int kTopkRowsPerSlot = 4096;  // rows per call on the split path
+constexpr int kSplitThreads = kTopkSplitThreads;  // block_topk_choose.h
+constexpr int kSplitMaxPer = kTopkSplitMaxPer;    // keys per thread: chunks and merges of <= 2048 keys
+constexpr int kSplitMaxK = kTopkSplitMaxK;
+static_assert(kSplitThreads == kSelThreads, "the select's scratch is sized for this block");
+constexpr int kTopkSlots = 8;  // streams with their own arrival counters
 static_assert(kSplitMaxK * 2 <= kSplitThreads * kSplitMaxPer, "a merge of two chunks fits the registers");
 
 // Per-row arrival counters: [slot][row]; zero at load, reset to zero by the merging chunk.
@@ -216,12 +214,12 @@ struct SplitArgs {
 };
 
 // grid: rows x S (chunk fastest). PER: keys per thread of a chunk (chunk <= 256 PER).
-// kOneBlock: S = 1, the chunk is the row (no merge code). kAdaptive: the select. Both are
-// template arguments so each kernel holds only the code it runs: the decode call runs
-// once per layer from a cold instruction cache, where the code of an unused select and
-// merge makes it stall on instruction fetch (ncu: 6968 SASS instructions in one kernel
-// against 2200 for the one-block adaptive one).
-template <int PER, bool kAdaptive, bool kOneBlock>
+// kOneBlock: S = 1, the chunk is the row (no merge code), a template argument so each
+// kernel holds only the code it runs: the decode call runs once per layer from a cold
+// instruction cache, where the code of an unused merge makes it stall on instruction
+// fetch (ncu: 6968 SASS instructions in one kernel with a second select and the merge
+// against 2200 for the one-block one).
+template <int PER, bool kOneBlock>
 __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p, SplitArgs sa) {
   __shared__ SelScratch sc;
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
@@ -259,7 +257,7 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
     blk[i] = c;
   }
   if constexpr (kOneBlock) {  // the whole row in one block: its k best are the answer
-    const unsigned take = select_keys<PER, kAdaptive>(key, p.k, sc);
+    const unsigned take = select_top<PER>(key, p.k, sc);
     const int total = compact_taken<PER, int32_t>(take, blk, out, nullptr, nullptr, sc);
     for (int i = total + tid; i < p.k; i += blockDim.x) out[i] = -1;
     if (tid == 0) p.cnt[row] = total;
@@ -267,7 +265,7 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
   }
   const int64_t cbase = (row * sa.S + part) * int64_t{p.k};
   {
-    const unsigned take = select_keys<PER, kAdaptive>(key, p.k, sc);
+    const unsigned take = select_top<PER>(key, p.k, sc);
     const int n = compact_taken<PER, int32_t>(take, blk, sa.cand_idx + cbase, &key, sa.cand_key + cbase, sc);
     for (int i = n + tid; i < p.k; i += blockDim.x) {
       sa.cand_key[cbase + i] = 0u;
@@ -294,7 +292,7 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
     mk[i] = j < M ? ck[j] : 0u;
     mi[i] = j < M ? ci[j] : -1;
   }
-  const unsigned take = select_keys<kSplitMaxPer, kAdaptive>(mk, p.k, sc);
+  const unsigned take = select_top<kSplitMaxPer>(mk, p.k, sc);
   const int total = compact_taken<kSplitMaxPer, int32_t>(take, mi, out, nullptr, nullptr, sc);
   for (int i = total + tid; i < p.k; i += blockDim.x) out[i] = -1;
   if (tid == 0) {
@@ -303,81 +301,52 @@ __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p,
   }
 }
 
-bool split_enabled() {
-  static const bool on = env_int("MSA_TOPK_SPLIT", 1) != 0;
-  return on;
-}
-bool one_block_rows() {
-  static const bool on = env_int("MSA_TOPK_ONE_BLOCK", 1) != 0;
-  return on;
-}
-bool adaptive_select() {
-  static const bool on = env_int("MSA_TOPK_ADAPTIVE", 1) != 0;
-  return on;
-}
-
 // One thread block per row with the keys in registers (no chunks, no merge): few rows of
 // at most kSplitThreads * kSplitMaxPer blocks (decode up to 256K context), where the
 // row kernel (keys in shared memory, 2048-bin histogram rounds) is latency-bound.
-bool launch_one_block(Stream& st, const TopkParams& p, int64_t rows) {
-  if (!one_block_rows() || p.n > kSplitThreads * kSplitMaxPer || rows > 2 * int64_t{st.props().sm_count}) return false;
+void launch_one_block(Stream& st, const TopkParams& p, int64_t rows) {
   SplitArgs sa;
   sa.S = 1;
   sa.chunk = p.n;
   const unsigned grid = static_cast<unsigned>(rows);
-  const auto launch = [&](auto adaptive) {
-    constexpr bool A = decltype(adaptive)::value;
-    if (p.n <= kSplitThreads)
-      topk_split_kernel<1, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-    else if (p.n <= kSplitThreads * 2)
-      topk_split_kernel<2, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-    else if (p.n <= kSplitThreads * 4)
-      topk_split_kernel<4, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-    else
-      topk_split_kernel<kSplitMaxPer, A, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-  };
-  if (adaptive_select())
-    launch(std::true_type{});
+  if (p.n <= kSplitThreads)
+    topk_split_kernel<1, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  else if (p.n <= kSplitThreads * 2)
+    topk_split_kernel<2, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  else if (p.n <= kSplitThreads * 4)
+    topk_split_kernel<4, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
   else
-    launch(std::false_type{});
+    topk_split_kernel<kSplitMaxPer, true><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
   MSA_CUDA_CHECK_LAUNCH();
-  return true;
 }
 
-// The split path for few long rows; false (nothing launched) where the row kernel runs.
-bool launch_split(Stream& st, const TopkParams& p, int64_t rows) {
-  if (!split_enabled() || p.k > kSplitMaxK || p.n <= 1024 || rows > 2 * int64_t{st.props().sm_count} ||
-      rows > kTopkRowsPerSlot)
-    return false;
+// The split path for few long rows: plan.S chunks of plan.chunk blocks per row.
+void launch_split(Stream& st, const TopkParams& p, int64_t rows, const TopkPlan& plan) {
   SplitArgs sa;
-  // Chunks of ~512 blocks (2 keys per thread), fewer where the merge (S x k candidates)
-  // would not fit.
-  sa.S = std::min({kSplitMaxS, (p.n + 511) / 512, (kSplitThreads * kSplitMaxPer) / p.k});
-  if (sa.S < 2) return false;
-  sa.chunk = (p.n + sa.S - 1) / sa.S;
-  if (sa.chunk > kSplitThreads * kSplitMaxPer) return false;
+  sa.S = plan.S;
+  sa.chunk = plan.chunk;
   sa.slot = stream_slot(st, kTopkSlots);
-  if (sa.slot < 0) return false;
   const int64_t M = rows * sa.S * int64_t{p.k};
   char* ws = static_cast<char*>(st.workspace(static_cast<size_t>(M) * 8 + 256));
   sa.cand_key = reinterpret_cast<uint32_t*>(ws);
   sa.cand_idx = reinterpret_cast<int32_t*>(ws + M * 4);
   const unsigned grid = static_cast<unsigned>(rows * sa.S);
-  const auto launch = [&](auto adaptive) {
-    constexpr bool A = decltype(adaptive)::value;
-    if (sa.chunk <= kSplitThreads * 2)
-      topk_split_kernel<2, A, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-    else if (sa.chunk <= kSplitThreads * 4)
-      topk_split_kernel<4, A, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-    else
-      topk_split_kernel<kSplitMaxPer, A, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
-  };
-  if (adaptive_select())
-    launch(std::true_type{});
+  if (sa.chunk <= kSplitThreads * 2)
+    topk_split_kernel<2, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
+  else if (sa.chunk <= kSplitThreads * 4)
+    topk_split_kernel<4, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
   else
-    launch(std::false_type{});
+    topk_split_kernel<kSplitMaxPer, false><<<grid, kSplitThreads, 0, st.native()>>>(p, sa);
   MSA_CUDA_CHECK_LAUNCH();
-  return true;
+}
+
+// Many rows (or the ones the register paths do not take): a block per row.
+void launch_rows(Stream& st, const TopkParams& p, int64_t rows) {
+  const size_t smem = static_cast<size_t>(std::max(p.n, 1)) * sizeof(uint32_t);
+  // Sized for the largest row the kernel accepts, so the attribute is set once.
+  allow_smem<topk_kernel>(static_cast<int>(kTopkMaxBlocks * sizeof(uint32_t)), st.props().index);
+  topk_kernel<<<static_cast<unsigned>(rows), kThreads, smem, st.native()>>>(p);
+  MSA_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -406,12 +375,20 @@ void block_topk(hal::Stream& s, const ops::BlockTopkArgs& a) {
   p.k = a.k;
   p.n_sink = a.n_sink;
   p.n_local = a.n_local;
-  if (launch_one_block(st, p, a.NQ * Hs) || launch_split(st, p, a.NQ * Hs)) return;
-  const size_t smem = static_cast<size_t>(std::max(p.n, 1)) * sizeof(uint32_t);
-  // Sized for the largest row the kernel accepts, so the attribute is set once.
-  allow_smem<topk_kernel>(static_cast<int>(kTopkMaxBlocks * sizeof(uint32_t)), st.props().index);
-  topk_kernel<<<static_cast<unsigned>(a.NQ * Hs), kThreads, smem, st.native()>>>(p);
-  MSA_CUDA_CHECK_LAUNCH();
+  const int64_t rows = a.NQ * Hs;
+  const TopkPlan plan =
+      choose_block_topk(rows, p.n, p.k, st.props().sm_count, st.tuning(), stream_slot(st, kTopkSlots) >= 0);
+  switch (plan.kernel) {
+    case TopkKernel::one_block:
+      launch_one_block(st, p, rows);
+      return;
+    case TopkKernel::split:
+      launch_split(st, p, rows, plan);
+      return;
+    case TopkKernel::rows:
+      launch_rows(st, p, rows);
+      return;
+  }
 }
 
 }  // namespace msa::MSA_GPU_NS

@@ -21,8 +21,8 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "backends/cuda/kernels/cuda_only/indexer_kl_mma.h"
-#include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/portable/entries.h"
+#include "backends/cuda/kernels/portable/indexer_kl_sets.cuh"
 #include "backends/cuda/kernels/portable/indexer_kl_tiles.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 
@@ -38,24 +38,14 @@ int64_t pass_bytes(const Stream& st) {
 
 }  // namespace
 
-void indexer_kl(hal::Stream& s, const ops::IndexerKlArgs& a) {
-  if (launch_mma_indexer_kl(s, a)) return;  // CUDA native tier: tensor cores (cuda_only/indexer_kl_mma.cu)
+void indexer_kl_portable(hal::Stream& s, const ops::IndexerKlArgs& a) {
   auto& st = gpu_stream(s);
   const int64_t T = a.q.dim(0), Hq = a.q.dim(1), D = a.q.dim(2);
   const int64_t P = a.k_cache.dim(0), Hkv = a.k_cache.dim(1), Bs = a.k_cache.dim(2);
   const int64_t Hs = a.qi.dim(1), Di = a.qi.dim(2);
   const bool sparse = a.stage == ops::KlStage::sparse;
   KlParams p;
-  p.sets.bt = paged_batch(st, a.cu_q, a.kv_len, a.block_table, a.k_cache, T, hal::OpId::indexer_kl);
-  if (sparse) {
-    p.sets.bidx = a.block_idx.data<int32_t>();
-    p.sets.k = static_cast<int>(a.block_idx.dim(2));
-    p.sets.Hs = static_cast<int>(a.block_idx.dim(1));
-    p.sets.Qb = a.Qb;
-    p.sets.NQ = a.NQ;
-  } else {
-    p.sets.NQ = p.sets.bt.B;
-  }
+  p.sets = kl_attend_sets(st, a);
   p.qi = a.qi.data<void>();
   p.ki = a.ki_cache.data<void>();
   p.q = a.q.data<void>();

@@ -14,12 +14,10 @@
 #include <cfloat>
 
 #include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/kernels/portable/entries.h"
+#include "backends/cuda/kernels/portable/indexer_batch.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
-#include "hal/op_id.h"
-#if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
-#include "backends/cuda/kernels/cuda_only/indexer_decode_mma.h"
-#endif
 
 namespace msa::MSA_GPU_NS {
 namespace {
@@ -289,25 +287,11 @@ void launch(const IndexerParams& p, unsigned grid, cudaStream_t s) {
 
 }  // namespace
 
-void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
+void indexer_score_portable(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   if (a.NQ == 0) return;
   auto& st = gpu_stream(s);
-#if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
-  if (launch_mma_decode_indexer(s, a)) return;  // decode (Qb = 1, <= 64 queries) on tensor cores
-  if (launch_wgmma_indexer(s, a)) return;       // prefill on wgmma (sm_90a, bf16 qi and keys)
-  if (launch_tc_indexer(s, a)) return;          // prefill on tensor cores (native tier, bf16/f16 qi)
-#endif
   IndexerParams p;
-  p.bt.cu_q = a.cu_q.data<int32_t>();
-  p.bt.kv_len = a.kv_len.data<int32_t>();
-  p.bt.block_table = a.block_table.data<int32_t>();
-  p.bt.B = static_cast<int>(a.kv_len.dim(0));
-  p.bt.T = static_cast<int>(a.qi.dim(0));
-  p.bt.max_blocks = static_cast<int>(a.block_table.dim(1));
-  p.bt.Bs = static_cast<int>(a.ki_cache.dim(1));
-  p.bt.P = a.ki_cache.dim(0);
-  p.bt.flag = st.error_flag();
-  p.bt.op = static_cast<int>(hal::OpId::indexer_score);
+  p.bt = indexer_batch(st, a);
   p.qi = a.qi.data<void>();
   p.qi_dt = dt_code(a.qi.dtype);
   p.ki = a.ki_cache.data<void>();
@@ -322,10 +306,7 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   p.scale = a.scale;
   p.pool_lse = a.pool == ops::Pool::lse;
   if (p.bt.max_blocks == 0) return;
-  // Enough warps to fill the GPU: ~32 per SM, each owning a strided set of KV blocks.
-  const int64_t want_warps = int64_t{st.props().sm_count} * 32;
-  const int64_t warps_per_qb = std::clamp<int64_t>((want_warps + a.NQ - 1) / a.NQ, 1, p.bt.max_blocks);
-  p.splits = static_cast<int>((warps_per_qb + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  p.splits = indexer_splits(st, a.NQ, p.bt.max_blocks, kWarpsPerBlock);
   const unsigned grid = static_cast<unsigned>(a.NQ * p.splits);
   const bool small = p.Di <= 64;
   switch (a.ki_cache.dtype) {

@@ -5,6 +5,7 @@
 // are quantized per group of 16 dims as hal::quantize_nvfp4_group does (one thread a group).
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
+#include "backends/cuda/kernels/portable/paged_batch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "hal/op_id.h"
 
@@ -102,16 +103,7 @@ void kv_append(hal::Stream& s, const ops::KvAppendArgs& a) {
   if (T == 0) return;
   auto& st = gpu_stream(s);
   AppendParams p;
-  p.bt.cu_q = a.cu_q.data<int32_t>();
-  p.bt.kv_len = a.kv_len.data<int32_t>();
-  p.bt.block_table = a.block_table.data<int32_t>();
-  p.bt.B = static_cast<int>(a.kv_len.dim(0));
-  p.bt.T = static_cast<int>(T);
-  p.bt.max_blocks = static_cast<int>(a.block_table.dim(1));
-  p.bt.Bs = static_cast<int>(a.k_cache.dim(2));
-  p.bt.P = a.k_cache.dim(0);
-  p.bt.flag = st.error_flag();
-  p.bt.op = static_cast<int>(hal::OpId::kv_append);
+  p.bt = to_batch(st, ops::batch_of(a), T, a.k_cache.dim(2), a.k_cache.dim(0), hal::OpId::kv_append);
   p.k = a.k.data<uint16_t>();
   p.v = a.v.data<uint16_t>();
   p.k_cache = a.k_cache.data<uint16_t>();

@@ -1,8 +1,8 @@
 // matmul: y = x W^T (+ bias), x [M][K], w [N][K]. The portable kernel (also the HIP
 // path) is a plain shared-memory tiled FMA product in f32 (no TF32): 64x64 tiles, 256
-// threads with 4x4 outputs each. On the native CUDA tier the work goes to cuBLAS
-// (kernels/cuda_only/cublas_matmul.cu).
-#include "backends/cuda/kernels/kernels.h"
+// threads with 4x4 outputs each. CUDA's native tier runs cuBLAS instead where
+// choose_matmul picks it (kernels/matmul/).
+#include "backends/cuda/kernels/portable/entries.h"
 #include "backends/cuda/kernels/portable/launch.cuh"
 
 namespace msa::MSA_GPU_NS {
@@ -63,13 +63,10 @@ __global__ void __launch_bounds__(256)
 
 }  // namespace
 
-void matmul(hal::Stream& s, const ops::MatmulArgs& a) {
+void matmul_portable(hal::Stream& s, const ops::MatmulArgs& a) {
   const int64_t M = a.x.dim(0), K = a.x.dim(1), N = a.w.dim(0);
   if (M == 0 || N == 0) return;
   auto& st = gpu_stream(s);
-#if !defined(MSA_VENDOR_HIP) && !defined(__HIP_PLATFORM_AMD__)
-  if (st.tuning().native() && K > 0 && cublas_matmul(s, a)) return;
-#endif
   const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((M + kTile - 1) / kTile));
   MSA_DISPATCH_ACT(a.x.dtype, DT, {
     using T = typename Elem<DT>::T;

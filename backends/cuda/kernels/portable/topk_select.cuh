@@ -15,7 +15,7 @@ constexpr int kSelBins = 256;     // 8-bit radix digits
 static_assert(kSelThreads >= kSelBins, "one bin per thread");
 
 struct SelScratch {
-  int hist[2 * kSelBins];  // the adaptive select alternates halves (one barrier less per pass)
+  int hist[2 * kSelBins];  // the select alternates halves (one barrier less per pass)
   int scan[kSelThreads / kWarp + 1];
   uint32_t wmin[kSelThreads / kWarp], wmax[kSelThreads / kWarp];
   int wforced[kSelThreads / kWarp];
@@ -24,64 +24,12 @@ struct SelScratch {
 
 // Thread t holds the keys of positions t * PER .. t * PER + PER - 1 (0 = no candidate).
 // Returns, as a bit per key, whether it is among the `k` largest keys of the block, equal
-// keys going to the lower position. Exact: an 8-bit radix select over 4 passes finds the
-// k-th largest key K* and how many keys equal to K* are taken. Call with every thread.
-template <int PER>
-__device__ unsigned select_top(const uint32_t (&key)[PER], int k, SelScratch& sc) {
-  const int tid = threadIdx.x;
-  int mine = 0;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) mine += key[i] != 0u ? 1 : 0;
-  int ncand = 0;
-  block_excl_scan(mine, sc.scan, &ncand);
-  uint32_t thr = 0u;  // keys > thr are taken (all candidates when they are at most k)
-  int need = 0;       // and the first `need` keys equal to thr
-  if (ncand > k) {
-    need = k;
-    uint32_t prefix = 0u, mask = 0u;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-      for (int i = tid; i < kSelBins; i += blockDim.x) sc.hist[i] = 0;
-      __syncthreads();
-#pragma unroll
-      for (int i = 0; i < PER; ++i)
-        if (key[i] != 0u && (key[i] & mask) == prefix) atomicAdd(&sc.hist[(key[i] >> shift) & 0xffu], 1);
-      __syncthreads();
-      // Thread t owns bin 255 - t: "above" counts the keys of the higher bins.
-      const int cnt = tid < kSelBins ? sc.hist[kSelBins - 1 - tid] : 0;
-      int dummy;
-      const int above = block_excl_scan(cnt, sc.scan, &dummy);
-      if (tid < kSelBins && above < need && above + cnt >= need) {
-        sc.found_bin = kSelBins - 1 - tid;
-        sc.found_above = above;
-      }
-      __syncthreads();
-      need -= sc.found_above;
-      prefix |= static_cast<uint32_t>(sc.found_bin) << shift;
-      mask |= 0xffu << shift;
-      __syncthreads();  // hist and found_* are reused by the next pass
-    }
-    thr = prefix;
-  }
-  int eq = 0;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) eq += (need > 0 && key[i] == thr) ? 1 : 0;
-  int dummy;
-  int rank = block_excl_scan(eq, sc.scan, &dummy);
-  unsigned take = 0u;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    bool t = key[i] != 0u && key[i] > thr;
-    if (need > 0 && key[i] == thr) t = rank++ < need;
-    take |= (t ? 1u : 0u) << i;
-  }
-  return take;
-}
-
-// Same contract as select_top, fewer passes and no same-bin pile-up: the 256 bins of a pass
-// cover the current key range [lo, hi] (the candidates' min and max at first; bin =
-// (key - lo) >> shift), not a fixed byte of the key, so the scores' few leading exponent
-// values no longer put most keys into one or two bins (one shared-memory atomic queue),
-// and the select stops as soon as the bin holding the k-th largest key is taken whole.
+// keys going to the lower position. Call with every thread. Exact: a radix select whose
+// 256 bins per pass cover the current key range [lo, hi] (the candidates' min and max at
+// first; bin = (key - lo) >> shift), not a fixed byte of the key, so the scores' few
+// leading exponent values do not put most keys into one or two bins (one shared-memory
+// atomic queue), and the select stops as soon as the bin holding the k-th largest key is
+// taken whole. (Four fixed 8-bit passes are 1.4x slower: docs/performance.md.)
 // The largest keys are sparse in their bins, so a row of ~1K scores and k = 16 usually
 // ends after one pass; the worst case stays 4 passes (8 bits of range each). The two
 // histogram halves alternate, so the clear needs no barrier of its own.
@@ -89,7 +37,7 @@ __device__ unsigned select_top(const uint32_t (&key)[PER], int k, SelScratch& sc
 // range: otherwise the first pass would span from the scores up to 0xffffffff and put
 // every score into one or two bins (the local-window block of every decode row).
 template <int PER>
-__device__ unsigned select_top_adaptive(const uint32_t (&key)[PER], int k, SelScratch& sc) {
+__device__ unsigned select_top(const uint32_t (&key)[PER], int k, SelScratch& sc) {
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, nw = blockDim.x / kWarp;
   int mine = 0, forced = 0;
   uint32_t kmin = 0xffffffffu, kmax = 0u;
@@ -194,14 +142,6 @@ __device__ unsigned select_top_adaptive(const uint32_t (&key)[PER], int k, SelSc
     for (int i = 0; i < PER; ++i) take |= (key[i] != 0u && key[i] > thr ? 1u : 0u) << i;
   }
   return take;
-}
-
-template <int PER, bool kAdaptive>
-__device__ unsigned select_keys(const uint32_t (&key)[PER], int k, SelScratch& sc) {
-  if constexpr (kAdaptive)
-    return select_top_adaptive<PER>(key, k, sc);
-  else
-    return select_top<PER>(key, k, sc);
 }
 
 // Writes the taken values in position order to dst[0..total), dst_key likewise when given;

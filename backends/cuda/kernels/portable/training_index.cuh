@@ -297,6 +297,26 @@ inline Batch paged_batch(Stream& st, const hal::Tensor& cu_q, const hal::Tensor&
   return bt;
 }
 
+// The attended sets of a paged training call (Args: its cu_q, kv_len, block_table and
+// k_cache): the selection of `block_idx` [NQ][Hs][k] in query blocks of Qb, or with
+// block_idx null every causal block.
+template <typename Args>
+AttendSets attend_sets(Stream& st, const Args& a, int64_t T, const hal::Tensor* block_idx, int Qb, int64_t NQ,
+                       hal::OpId op) {
+  AttendSets sets;
+  sets.bt = paged_batch(st, a.cu_q, a.kv_len, a.block_table, a.k_cache, T, op);
+  if (block_idx != nullptr) {
+    sets.bidx = block_idx->data<int32_t>();
+    sets.k = static_cast<int>(block_idx->dim(2));
+    sets.Hs = static_cast<int>(block_idx->dim(1));
+    sets.Qb = Qb;
+    sets.NQ = NQ;
+  } else {
+    sets.NQ = sets.bt.B;
+  }
+  return sets;
+}
+
 // Validates and numbers the sequences of `a` into si (launches seq_info_kernel).
 inline void launch_seq_info(Stream& st, const AttendSets& a, bool check_nq, SeqInfo* si) {
   constexpr int kThreads = 256;

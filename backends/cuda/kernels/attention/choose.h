@@ -1,0 +1,107 @@
+// The kernel choosers of the forward attention ops (sparse_block_attention,
+// dense_attention, patch_attention_3d) on the CUDA backend: each reads one call's shape,
+// the device's properties and the device's Tuning and names the kernel that runs it; the
+// op's entry (<op>/entry.cu) switches over the answer. Host-only and free of the CUDA
+// runtime, so the routing is tested without a GPU (tests/cuda_choose). The launch
+// geometry the choice depends on (split counts, grid sizes) is computed here too, once,
+// and the launchers ask the same functions.
+#pragma once
+#include <cstdint>
+
+#include "backends/cuda/device_props.h"
+#include "backends/cuda/tuning.h"
+#include "hal/dtype.h"
+
+namespace msa::MSA_GPU_NS {
+
+// One attention call as the choosers see it (bound once by the op's entry).
+struct AttnCall {
+  hal::DType dtype = hal::DType::f32;
+  int64_t T = 0;  // query tokens (patch_attention_3d: patches N)
+  int Hq = 1, Hkv = 1, G = 1, D = 0;
+  int B = 0, max_blocks = 0, Bs = 1;  // paged ops: sequences, block-table columns, KV block size
+  int64_t NQ = 0;                     // sparse: query blocks
+  int Qb = 1, k = 0, Hs = 1;          // sparse: query block size, selected blocks, selection heads
+  bool aligned16 = true;              // q, the K/V tensors and out start on 16-byte boundaries
+  int counter_slot = -1;              // the stream's counter slot (-1: none)
+};
+
+enum class SparseAttentionKernel {
+  decode_cluster,  // sm_90 thread-block clusters, the M3 decode shape (sparse_block_attention/decode_cluster.cu)
+  decode_split,    // split-KV mma.sync decode (attention/decode_split.cu)
+  flash,           // FlashAttention-2-style prefill over the selections' union (attention/flash_prefill.cu)
+  wmma,            // the shared-core kernel on wmma tensor cores (attention/wmma.cu)
+  portable,        // the shared-core kernel on FMA (portable/sparse_block_attention.cu)
+};
+enum class DenseAttentionKernel {
+  decode_split,  // split-KV mma.sync decode (attention/decode_split.cu)
+  flash_wgmma,   // sm_90a warpgroup-MMA prefill (dense_attention/flash_wgmma.cu)
+  flash,         // FlashAttention-2-style prefill (attention/flash_prefill.cu)
+  wmma,          // the shared-core kernel on wmma tensor cores (attention/wmma.cu)
+  portable,      // the shared-core kernel on FMA (portable/dense_attention.cu)
+};
+enum class PatchAttentionKernel {
+  flash,     // FlashAttention-2-style, 128-token chunks (attention/flash_prefill.cu)
+  wmma,      // the shared-core kernel on wmma tensor cores (attention/wmma.cu)
+  portable,  // the shared-core kernel on FMA (portable/patch_attention_3d.cu)
+};
+
+const char* kernel_name(SparseAttentionKernel k);
+const char* kernel_name(DenseAttentionKernel k);
+const char* kernel_name(PatchAttentionKernel k);
+
+SparseAttentionKernel choose_sparse_attention(const AttnCall& c, const DeviceProps& pr, const Tuning& t);
+DenseAttentionKernel choose_dense_attention(const AttnCall& c, const DeviceProps& pr, const Tuning& t);
+PatchAttentionKernel choose_patch_attention(const AttnCall& c, const DeviceProps& pr, const Tuning& t);
+
+// ---- geometry shared by the choosers and the launchers ----------------------------------
+namespace attn_geom {
+
+// Shared-core kernels (portable/, attention/wmma.cu): rows per thread block.
+inline constexpr int kRows = 16;
+
+// Split-KV decode (attention/decode_split.cu).
+inline constexpr int kDecMaxT = 512;         // more query tokens (prefill) take the other kernels
+inline constexpr int kDecMaxK = 128;         // selected blocks: one thread each
+inline constexpr int kDecBK = 64;            // keys per tile
+inline constexpr int kDecMaxSplits = 64;     // partials the merging block combines
+inline constexpr int kDecCtasPerSm = 2;      // the split count targets one wave of 2 blocks per SM
+inline constexpr int kDecCtrSlots = 8;       // streams with split-KV arrival counters
+inline constexpr int kDecCtrPerSlot = 4096;  // groups per launch with counters
+
+// Cluster decode (sparse_block_attention/decode_cluster.cu): the M3 shape only.
+inline constexpr int kClD = 128, kClBs = 128, kClGroup = 16, kClMaxE = 128, kClMaxC = 16, kClMaxT = 512;
+
+// FlashAttention-2-style prefill (attention/flash_prefill.cu).
+inline constexpr int kFaRows = 128;     // query rows per block
+inline constexpr int kFaBK = 64;        // keys per tile
+inline constexpr int kFaMaxSel = 1024;  // sparse: (local query block, entry) pairs per block
+inline constexpr int kFaMaxQl = 32;     // sparse: local query blocks per block (mask bits)
+inline constexpr int kFaMaxSplits = 64;
+
+// Warpgroup-MMA dense prefill (dense_attention/flash_wgmma.cu).
+inline constexpr int kWgRows = 128, kWgBK = 128, kWgD = 128, kWgMaxSplits = 64;
+
+// Sparse: tokens per row chunk and row chunks per query block of the shared-core and
+// decode kernels.
+int sparse_tpc(const AttnCall& c);
+int sparse_row_chunks(const AttnCall& c);
+// Split-KV decode: splits for `groups` thread blocks over `units` key tiles each.
+int decode_splits(int64_t groups, int64_t units, const DeviceProps& pr);
+int decode_tiles_per_block(int Bs);
+int64_t decode_sparse_groups(const AttnCall& c);
+int64_t decode_dense_groups(const AttnCall& c);
+// FlashAttention-2-style prefill: row tiles per warp (2 for D = 128 in dense and patch
+// attention; sparse keeps 1, so a warp is one token's GQA group at G = 16).
+int flash_row_tiles(bool sparse, int D);
+int flash_sparse_tpc(const AttnCall& c);
+// Token-chunk slots x KV heads of the flash kernels with tpc tokens per block.
+int64_t flash_groups(const AttnCall& c, int tpc);
+int flash_splits(int64_t groups, int64_t max_tiles, const AttnCall& c, int row_tiles, const DeviceProps& pr,
+                 const Tuning& t);
+int flash_dense_splits(const AttnCall& c, const DeviceProps& pr, const Tuning& t);
+int flash_sparse_splits(const AttnCall& c, const DeviceProps& pr, const Tuning& t);
+int wgmma_splits(const AttnCall& c, const DeviceProps& pr, const Tuning& t);
+
+}  // namespace attn_geom
+}  // namespace msa::MSA_GPU_NS

@@ -1,0 +1,166 @@
+// CUDA-only: indexer_kl (docs/training.md, "Op: indexer_kl") on mma.sync tensor cores
+// (sm_80+), the native tier's replacement of the portable kernels (portable/indexer_kl.cu)
+// where choose_indexer_kl picks it (choose.h). Covers bf16 q, k_cache, qi and ki_cache, D and Di
+// multiples of 16 up to 128, groups of G = 1, 2, 4, 8 or 16 query heads (per_kv_head, or
+// shared over one KV head). Same attended sets, validation and inverse index as the
+// portable kernels (training_index.cuh); per call:
+//  1. seq_info, the inverse index (attention_backward/mma_index.cuh), its entries' token prefix, and
+//     each (page, selection head) list's item count scanned into offsets;
+//  2. the rows kernel (mma_rows.cuh): the student's logsumexp, kl and dqi;
+//  3. the dki kernel (mma_dki.cuh): KV-block-outer, ordered items per page.
+// Results are bitwise reproducible run to run and across devices: every sum's order
+// follows from the inputs and the shape. training_mma = 0 (MSA_CUDA_TRAINING_MMA) leaves
+// the op to the portable kernels; the hook kl_item_tokens = n forces n tokens per dki item.
+#include <algorithm>
+#include <climits>
+
+#include "backends/cuda/kernels/attention_backward/mma_index.cuh"
+#include "backends/cuda/kernels/indexer_kl/mma.h"
+#include "backends/cuda/kernels/indexer_kl/mma_dki.cuh"
+#include "backends/cuda/kernels/indexer_kl/mma_rows.cuh"
+#include "backends/cuda/kernels/portable/indexer_kl_sets.cuh"
+
+namespace msa::cuda {
+namespace klmma {
+namespace {
+
+using bwd::chunk_keys;
+using bwd::kPrepThreads;
+
+// cnt[s] = items of list s (page s / Hs, selection head s % Hs): ceil(tokens / tpi), at
+// least 1 for a page's first list (its dki is written even when nothing attended it);
+// cnt[S] = 0. Scanned in place.
+__global__ void __launch_bounds__(kPrepThreads)
+    list_items_kernel(InverseIndex inv, const int* tokpre, int S, int Hs, int Hb, int tpi, int* cnt) {
+  for (int s = blockIdx.x * kPrepThreads + threadIdx.x; s <= S; s += gridDim.x * kPrepThreads) {
+    int n = 0;
+    if (s < S) {
+      const int page = s / Hs, g = s % Hs;
+      const int64_t bucket = int64_t{page} * Hb + (Hb == 1 ? 0 : g);
+      const int tokens = tokpre[inv.begin[bucket + 1]] - tokpre[inv.begin[bucket]];
+      n = (tokens + tpi - 1) / tpi;
+      if (g == 0) n = max(n, 1);
+    }
+    cnt[s] = n;
+  }
+}
+
+int log2_of(int G) {
+  int b = 0;
+  while ((1 << b) < G) ++b;
+  return b;
+}
+
+template <int DT, int DP>
+void launch_all(Stream& st, const KlMma& m, int64_t T, int64_t P) {
+  const DeviceProps& pr = st.props();
+  if (T > 0 && m.Hs > 0) {
+    const int tile_tokens = 16 / m.G;
+    const int64_t tiles = (T + tile_tokens - 1) / tile_tokens, units = tiles * m.Hs;
+    constexpr int smem = KlRowLayout<DP>::BYTES;
+    allow_smem<kl_rows_kernel<DT, DP>>(smem, pr.index);
+    kl_rows_kernel<DT, DP>
+        <<<static_cast<unsigned>((units + kRowWarps - 1) / kRowWarps), kRowThreads, smem, st.native()>>>(
+            m, tile_tokens, tiles, units, T);
+    MSA_CUDA_CHECK_LAUNCH();
+  }
+  if (P > 0) {
+    const auto go = [&](auto kw_tag) {
+      constexpr int KW = decltype(kw_tag)::value;
+      using L = KlDkiLayout<DP, KW>;
+      allow_smem<kl_dki_kernel<DT, DP, KW>>(L::BYTES, pr.index);
+      const unsigned grid = static_cast<unsigned>(std::max(1, pr.sm_count) * (KW == 64 ? 2 : 1));  // persistent
+      kl_dki_kernel<DT, DP, KW><<<grid, L::THREADS, L::BYTES, st.native()>>>(m);
+    };
+    if (chunk_keys(m.sets.bt.Bs) == 64)
+      go(std::integral_constant<int, 64>{});
+    else
+      go(std::integral_constant<int, 128>{});
+    MSA_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+}  // namespace klmma
+
+void indexer_kl_mma(Stream& st, const ops::IndexerKlArgs& a, const KlItems& items) {
+  using namespace klmma;
+  const DeviceProps& pr = st.props();
+  const int64_t T = a.q.dim(0), Hq = a.q.dim(1), D = a.q.dim(2);
+  const int64_t P = a.k_cache.dim(0), Hkv = a.k_cache.dim(1);
+  const int64_t Hs = a.qi.dim(1), Di = a.qi.dim(2);
+  const bool shared = a.mode == ops::SelectionMode::shared, sparse = a.stage == ops::KlStage::sparse;
+  const int64_t G = Hq / Hkv;
+  const int DP = std::max(D, Di) <= 64 ? 64 : 128;
+  const int64_t chunks = items.chunks, S = items.lists;
+  KlMma m;
+  m.sets = kl_attend_sets(st, a);
+  const AttendSets& sets = m.sets;
+  m.Hb = sparse ? sets.Hs : 1;
+  ScratchPlan plan;
+  const size_t si_at = plan.reserve<SeqInfo>(sets.bt.B);
+  const size_t stat_at = plan.reserve<float2>(T * Hs);
+  const IndexPlan ip(plan, raw_entries(sets), P * m.Hb);
+  const size_t tok_at = plan.reserve<int>(ip.N + 1);
+  const size_t off_at = plan.reserve<int>(S + 1);
+  const size_t sem_at = plan.reserve<int>(P * chunks + 1);  // the page chunks' flags, then the ticket
+  const size_t alt_at = plan.reserve<uint64_t>(ip.N);       // the radix sort's second buffer
+  const size_t tmp_bytes =
+      std::max({bwd::scan_bytes(static_cast<int>(ip.N + 1)), bwd::scan_bytes(static_cast<int>(S + 1)),
+                bwd::sort_bytes(static_cast<int>(ip.N), bwd::key_bits(ip.buckets))});
+  const size_t tmp_at = plan.reserve<char>(static_cast<int64_t>(tmp_bytes));
+  char* ws = plan.allocate(st);
+
+  auto* si = reinterpret_cast<SeqInfo*>(ws + si_at);
+  m.sets.si = si;
+  m.q = a.q.data<char>();
+  m.kc = a.k_cache.data<char>();
+  m.qi = a.qi.data<char>();
+  m.ki = a.ki_cache.data<char>();
+  m.lse = a.lse.data<float>();
+  m.dkl = a.dkl.present() ? a.dkl.data<float>() : nullptr;
+  m.Hq = static_cast<int>(Hq);
+  m.Hkv = static_cast<int>(Hkv);
+  m.G = static_cast<int>(G);
+  m.lg2G = log2_of(m.G);
+  m.D = static_cast<int>(D);
+  m.Hs = static_cast<int>(Hs);
+  m.Di = static_cast<int>(Di);
+  m.shared = shared;
+  m.scale = a.scale;
+  m.scale_log2 = a.scale * kLog2e;
+  m.scale_i = a.scale_i;
+  m.inv_nh = 1.0f / static_cast<float>(shared ? Hq : G);  // exact: a power of two
+  m.kl = a.kl.data<float>();
+  m.dqi = a.dqi.data<float>();
+  m.dki = a.dki_cache.data<float>();
+  m.stat = reinterpret_cast<float2*>(ws + stat_at);
+  m.S = static_cast<int>(S);
+  m.chunks = static_cast<int>(chunks);
+  m.tpi = static_cast<int>(items.tpi);
+  auto* tok = reinterpret_cast<int*>(ws + tok_at);
+  auto* off = reinterpret_cast<int*>(ws + off_at);
+  auto* sem = reinterpret_cast<int*>(ws + sem_at);
+  m.tokpre = tok;
+  m.item_off = off;
+  m.sem = sem;
+  m.ticket = sem + P * chunks;
+  void* tmp = ws + tmp_at;
+
+  launch_seq_info(st, m.sets, sparse, si);
+  m.inv = bwd::inverse_index(st, m.sets, m.Hb, ip, ws, reinterpret_cast<uint64_t*>(ws + alt_at), tmp, tmp_bytes);
+  bwd::launch_entry_tokens(st, m.inv, ip.N, tok);
+  bwd::scan_in_place(st, tmp, tmp_bytes, tok, static_cast<int>(ip.N + 1));
+  list_items_kernel<<<grid_for(S + 1, kPrepThreads, pr), kPrepThreads, 0, st.native()>>>(m.inv, tok, m.S, m.Hs, m.Hb,
+                                                                                         m.tpi, off);
+  MSA_CUDA_CHECK_LAUNCH();
+  bwd::scan_in_place(st, tmp, tmp_bytes, off, static_cast<int>(S + 1));
+  MSA_CUDA_CHECK(cudaMemsetAsync(sem, 0, static_cast<size_t>(P * chunks + 1) * sizeof(int), st.native()));
+
+  if (DP == 64)
+    launch_all<kBF16, 64>(st, m, T, P);
+  else
+    launch_all<kBF16, 128>(st, m, T, P);
+}
+
+}  // namespace msa::cuda
