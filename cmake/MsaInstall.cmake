@@ -17,7 +17,7 @@ set(MSA_PUBLIC_HEADERS
   hal/buffer.h hal/device.h hal/dtype.h hal/error.h hal/event.h hal/export.h hal/host_tensor.h
   hal/kernel_table.h hal/nvfp4.h hal/op_id.h hal/registry.h hal/safetensors.h hal/stream.h
   hal/tensor.h hal/tuning.h hal/env.h hal/version.h
-  ops/args.h ops/ops.h
+  ops/args.h ops/ops.h ops/paged_batch.h
   model/config.h model/decoder.h model/device_weights.h model/generate.h model/head_parallel.h model/kv_cache.h
   model/op_runner.h model/profiler.h model/video.h model/vision.h model/weights.h
   model/workspace.h
