@@ -35,10 +35,6 @@ hal::HostTensor slice_cols(const hal::HostTensor& t, int rank, int world) {
   return out;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 model::Config shard_config(const model::Config& c, int world) {
@@ -66,13 +62,13 @@ model::Weights shard_weights(const model::Weights& w, int rank, int world) {
     const bool text_layer = name.rfind("model.layers.", 0) == 0;
     if (!text_layer || world == 1) {
       out.tensors.emplace(name, t);
-    } else if (ends_with(name, "self_attn.q_proj.weight") || ends_with(name, "self_attn.k_proj.weight") ||
-               ends_with(name, "self_attn.v_proj.weight") || ends_with(name, "mlp.gate_proj.weight") ||
-               ends_with(name, "mlp.up_proj.weight") || (shard_index && ends_with(name, "indexer.q_proj.weight"))) {
+    } else if (name.ends_with("self_attn.q_proj.weight") || name.ends_with("self_attn.k_proj.weight") ||
+               name.ends_with("self_attn.v_proj.weight") || name.ends_with("mlp.gate_proj.weight") ||
+               name.ends_with("mlp.up_proj.weight") || (shard_index && name.ends_with("indexer.q_proj.weight"))) {
       // Column-parallel: this rank's output rows. (indexer.q_proj also ends with
       // "q_proj.weight" but not "self_attn.q_proj.weight".)
       out.tensors.emplace(name, slice_rows(t, rank, world));
-    } else if (ends_with(name, "self_attn.o_proj.weight") || ends_with(name, "mlp.down_proj.weight")) {
+    } else if (name.ends_with("self_attn.o_proj.weight") || name.ends_with("mlp.down_proj.weight")) {
       out.tensors.emplace(name, slice_cols(t, rank, world));  // row-parallel: all-reduced
     } else {
       out.tensors.emplace(name, t);  // norms, indexer key projection

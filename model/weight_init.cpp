@@ -21,10 +21,6 @@ uint64_t hash_name(const std::string& s, uint64_t seed) {
   return h;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Uniform values in [center - half, center + half).
 void fill_uniform(hal::HostTensor& t, uint64_t state, float center, float half) {
   const int64_t n = t.numel();
@@ -51,7 +47,7 @@ Weights init_weights(const Config& c, uint64_t seed) {
       fill_uniform(t, state, 0.0f, sqrt3 / std::sqrt(static_cast<float>(spec.shape[1])));
     } else if (n == "model.embed_tokens.weight") {
       fill_uniform(t, state, 0.0f, sqrt3);
-    } else if (visual && ends_with(n, ".bias")) {
+    } else if (visual && n.ends_with(".bias")) {
       fill_uniform(t, state, 0.0f, 0.02f);
     } else if (visual) {
       fill_uniform(t, state, 1.0f, 0.1f);  // LayerNorm scale
