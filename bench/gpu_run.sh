@@ -24,7 +24,8 @@
 #   sdpa          PyTorch SDPA decode baseline (bench/sdpa_baseline.py)
 #   sweep         MSA layer against msa's dense and PyTorch SDPA, 32K..1M (bench/layer_sweep.py;
 #                 $SWEEP_ARGS)
-#   layer         msa layer --queued per key format (bf16, fp8_e4m3, nvfp4) at $LAYER_SHAPES
+#   layer         msa layer --queued per key format ($KEY_FORMATS: bf16 fp8_e4m3 nvfp4) at
+#                 $LAYER_SHAPES ("B context [q_len] [tuning]|..."), each also with $LAYER_TUNING
 #   probe         msa-slab-probe: the best any loader reads a B = 8 decode call's slabs at
 #   variants      A/B of kernel variants: for each "name:ENV=1,ENV2=2" of $VARIANTS,
 #                 msa check $CHECK_ARGS, the queued layer at $LAYER_SHAPES and, with ncu,
@@ -103,7 +104,7 @@ if has check; then
   ROUTINGS=${ROUTINGS:-"native: portable:tier=portable decode-split:decode=1 decode-off:decode=0
     flash-fa2:flash=1 flash-off:flash=0 flash-sparse-on:flash_sparse=1 flash-sparse-off:flash_sparse=0
     indexer-mma:indexer=1 indexer-portable:indexer=0 fused-topk-off:fused_topk=0
-    training-mma-off:training_mma=0 topk-row:topk_register=0
+    training-mma-off:training_mma=0 topk-row:topk_register=0 indexer-groups-off:indexer_groups=0
     hooks:flash_splits=2,cluster_merge=1,pdl=0,bwd_item_tokens=3,kl_item_tokens=3"}
   say "msa check --cases full: cuda in every routing, vulkan (plain and through device addresses)"
   pids=()
@@ -220,15 +221,17 @@ if has layer; then
   IFS='|' read -ra shapes <<< "$LAYER_SHAPES"
   for kd in ${KEY_FORMATS:-bf16 fp8_e4m3 nvfp4}; do
     for shape in "${shapes[@]}"; do
-      read -r nb ctx <<< "$shape"
-      f=$LOG_DIR/layer_${kd}_${nb}_$ctx
-      timeout 60 "$MSA" layer --backend cuda --batch "$nb" --context "$ctx" --iters 30 --queued \
-        --config ki_dtype="$kd" --json "$f.json" > "$f.log" 2>&1
-      echo "== $kd keys B=$nb ctx=$ctx (queued) rc $?" | tee -a "$LOG"
-      layer_rows "$f.log" | tee -a "$LOG"
+      read -r nb ctx ql tun <<< "$shape"
+      for tuning in "${tun:-}" ${LAYER_TUNING:-}; do
+        f=$LOG_DIR/layer_${kd}_${nb}_${ctx}_${ql:-1}${tuning:+_${tuning//[=,]/_}}
+        timeout 60 "$MSA" layer --backend cuda --batch "$nb" --context "$ctx" --q-len "${ql:-1}" --iters 30 --queued \
+          --config ki_dtype="$kd" ${tuning:+--tuning "$tuning"} --json "$f.json" > "$f.log" 2>&1
+        echo "== $kd keys B=$nb ctx=$ctx q_len=${ql:-1} ${tuning:-} (queued) rc $?" | tee -a "$LOG"
+        layer_rows "$f.log" | tee -a "$LOG"
+        pack  # each run's figures come back even if a later one runs past the call's limit
+      done
     done
   done
-  pack
 fi
 
 if has probe; then

@@ -39,6 +39,9 @@ void add_quick(CaseList& c) {
     c.push_back(indexer_score_case(p));
     p = attn(kDecodeVarlen, 8, 2, 64, 64, 1, 2, kBF16);
     p.ki_dtype = kFP4;
+    c.push_back(indexer_score_case(p));  // Multi-token decode: draft tokens straddling a block boundary, ragged q_len.
+    p = attn({{4, 2, 0, 3}, {130, 700, 10, 66}}, 8, 2, 64, 64, 1, 2, kBF16);
+    p.ki_dtype = kFP8;
     c.push_back(indexer_score_case(p));
   }
   {
@@ -336,6 +339,40 @@ void add_full_selection(CaseList& c) {
     p = attn(pre, 16, 8, 64, 128, 8, 0, kBF16);
     p.Di = 128;
     c.push_back(indexer_score_case(p));
+  }
+  // Multi-token decode (speculative drafts, MTP; CUDA: the decode indexer's token groups
+  // share one key read): q_len 2, 4, 8 and 16 per sequence (one and two groups of 8 at
+  // Hi = 4), tokens straddling a block boundary, ragged q_len with an empty sequence and
+  // partial groups, more than 64 tokens, Hi = 8, one shared head, every key format, lse
+  // pooling and a negative scale.
+  {
+    auto mtp = [](Lens l, int Hkv, DType ki, SelectionMode m = SelectionMode::per_kv_head) {
+      AttnParams p = attn(std::move(l), 8 * Hkv, Hkv, 128, 128, 1, 0, kBF16, m);
+      p.Di = 128;
+      p.ki_dtype = ki;
+      return p;
+    };
+    for (int ql : {2, 4, 8, 16})
+      for (DType ki : {kBF16, kFP8, kFP4})
+        c.push_back(indexer_score_case(mtp({std::vector<int32_t>(4, ql), {2500, 130, 900, 257}}, 4, ki)));
+    const Lens ragged{{3, 0, 16, 1, 7, 5}, {1200, 40, 700, 129, 1030, 5}};
+    for (DType ki : {kBF16, kFP8, kFP4}) c.push_back(indexer_score_case(mtp(ragged, 4, ki)));
+    AttnParams p = mtp(ragged, 4, kFP4);
+    p.pool = Pool::lse;
+    c.push_back(indexer_score_case(p));
+    p = mtp(ragged, 4, kFP4);
+    p.scale = -0.05f;
+    c.push_back(indexer_score_case(p));
+    p = mtp(ragged, 4, kFP8);
+    p.ki_scale = true;
+    p.dtype = kF16;
+    c.push_back(indexer_score_case(p));
+    c.push_back(indexer_score_case(mtp({std::vector<int32_t>(12, 8), std::vector<int32_t>(12, 600)}, 4, kFP8)));
+    c.push_back(indexer_score_case(mtp({{4, 4, 2}, {800, 300, 2000}}, 8, kBF16)));
+    c.push_back(indexer_score_case(mtp({{8, 3, 12}, {800, 300, 2000}}, 1, kFP4, SelectionMode::shared)));
+    p = mtp({{4, 4, 4, 4}, {2500, 1900, 130, 1000}}, 4, kFP4);
+    p.k = 16;
+    c.push_back(indexer_topk_case(p));
   }
   // block_topk: Qb, Bs, n_sink, n_local, k, modes, batches, special scores on and off.
   const Lens long_batch{{64, 1, 0, 200}, {1000, 700, 50, 1300}};

@@ -32,6 +32,7 @@ struct Tuning {
   int pdl = 1;              // programmatic dependent launch of the decode kernels
   int bwd_item_tokens = 0;  // tokens per dK/dV work item of the tensor-core backward (0: chosen)
   int kl_item_tokens = 0;   // tokens per dki work item of the tensor-core indexer_kl (0: chosen)
+  int indexer_groups = 1;   // decode indexer: 1 a sequence's tokens share one key read, 0 one token per block
 
   bool native() const { return tier != 0; }
 };
@@ -45,7 +46,7 @@ inline constexpr std::array<hal::Knob<Tuning>, 1> kTuningKnobs{{
      "0: block_topk on the shared-memory histogram row kernel only"},
 }};
 #else
-inline constexpr std::array<hal::Knob<Tuning>, 13> kTuningKnobs{{
+inline constexpr std::array<hal::Knob<Tuning>, 14> kTuningKnobs{{
     {"tier", "MSA_CUDA_TIER", &Tuning::tier, 1, 0, 1,
      "portable: only the kernels HIP compiles (no wmma, mma.sync, wgmma, TMA, cuBLAS)", kTierNames},
     {"decode", "MSA_CUDA_DECODE", &Tuning::decode, 2, 0, 2,
@@ -68,6 +69,8 @@ inline constexpr std::array<hal::Knob<Tuning>, 13> kTuningKnobs{{
      "force n tokens per dK/dV item (tensor-core backward)"},
     {"kl_item_tokens", nullptr, &Tuning::kl_item_tokens, 0, 0, 1023,
      "force n tokens per dki item (tensor-core indexer_kl)"},
+    {"indexer_groups", nullptr, &Tuning::indexer_groups, 1, 0, 1,
+     "0: the decode indexer reads the keys once per token (<= 64 tokens)"},
 }};
 #endif
 

@@ -44,6 +44,7 @@ const Routing kRoutings[] = {
     {"pdl", "0", kDecodeOps},
     {"bwd_item_tokens", "3", kBackwardOps},
     {"kl_item_tokens", "3", "indexer_kl"},
+    {"indexer_groups", "0", "indexer_score,indexer_topk"},
 };
 
 class CudaRouting : public ::testing::TestWithParam<Routing> {};

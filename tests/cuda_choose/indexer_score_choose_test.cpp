@@ -1,6 +1,8 @@
 // indexer_score's and indexer_topk's routing (backends/cuda/kernels/indexer_score/choose.h).
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "backends/cuda/kernels/indexer_score/choose.h"
 #include "tests/cuda_choose/devices.h"
 
@@ -108,10 +110,45 @@ TEST(ChooseIndexerScore, DtypesAndLayouts) {
   EXPECT_KERNEL(pick(kPrefill, volta), IndexerKernel::portable);
 }
 
-TEST(ChooseIndexerScore, DecodeLikeBatchesStayOffThePrefillKernels) {
-  // 65 queries over 9 sequences: not decode (> 64 queries), not prefill (T < 8 B).
-  IndexerShape s = m3_indexer(9, 65, 64 << 10);
-  EXPECT_KERNEL(pick(s, sm90()), IndexerKernel::portable);
+TEST(ChooseIndexerScore, MultiTokenDecodeRunsOnTheDecodeKernel) {
+  // 65 queries over 9 sequences, 1024 over 128 (8 drafts each), 16 per sequence: token
+  // groups on the decode kernel; one token per block (the other routing) takes <= 64.
+  for (const auto& s : {m3_indexer(9, 65, 64 << 10), m3_indexer(128, 1024, 50 << 10), m3_indexer(8, 128, 1 << 20)}) {
+    EXPECT_KERNEL(pick(s, sm90()), IndexerKernel::decode_mma);
+    EXPECT_KERNEL(pick(s, sm80()), IndexerKernel::decode_mma);
+  }
+  EXPECT_KERNEL(pick(m3_indexer(9, 65, 64 << 10), sm90(), with("indexer_groups", 0)), IndexerKernel::portable);
+  EXPECT_KERNEL(pick(m3_indexer(128, 1024, 50 << 10), sm90(), with("indexer_groups", 0)), IndexerKernel::prefill_wgmma);
+  // More than 16 tokens per sequence: the prefill kernels.
+  EXPECT_KERNEL(pick(m3_indexer(8, 8 * 17, 1 << 20), sm90()), IndexerKernel::prefill_wgmma);
+  EXPECT_KERNEL(pick(m3_indexer(128, 128, 50 << 10), sm90()), IndexerKernel::decode_mma);  // B = 128 decode
+}
+
+TEST(ChooseIndexerScore, DecodeGroupsFillTheMmaColumns) {
+  struct Want {
+    int64_t B, T;
+    int Hi, tokens, ntiles;
+    int64_t items, full;
+  };
+  // Hi = 4: 2 tokens per 8-column tile, up to 8 tokens in 4 tiles; q_len 16 makes two
+  // groups of 8 per sequence; Hi = 1 takes 8 tokens per tile, Hi = 8 one; the grid covers
+  // the groups' upper bound for any q_len split ((T + B (tokens - 1)) / tokens, at most T),
+  // the split targets ceil(T / tokens).
+  for (const Want w : {Want{8, 8, 4, 1, 1, 8, 8}, Want{8, 16, 4, 2, 1, 12, 8}, Want{8, 32, 4, 4, 2, 14, 8},
+                       Want{8, 64, 4, 8, 4, 15, 8}, Want{8, 128, 4, 8, 4, 23, 16}, Want{8, 24, 4, 4, 2, 12, 6},
+                       Want{4, 32, 1, 8, 1, 7, 4}, Want{4, 16, 8, 4, 4, 7, 4}, Want{2, 3, 4, 2, 1, 2, 2}}) {
+    IndexerShape s = m3_indexer(w.B, w.T, 64 << 10);
+    s.Hi = w.Hi;
+    const DecodeGroups d = decode_groups(s, defaults());
+    const std::string what = "B=" + std::to_string(w.B) + " T=" + std::to_string(w.T) + " Hi=" + std::to_string(w.Hi);
+    EXPECT_EQ(d.tokens, w.tokens) << what;
+    EXPECT_EQ(d.ntiles, w.ntiles) << what;
+    EXPECT_EQ(d.items, w.items) << what;
+    EXPECT_EQ(d.full, w.full) << what;
+  }
+  const DecodeGroups off = decode_groups(m3_indexer(8, 64, 64 << 10), with("indexer_groups", 0));
+  EXPECT_EQ(off.tokens, 1);
+  EXPECT_EQ(off.items, 64);
 }
 
 TEST(ChooseIndexerTopk, FusedForShortDecodeRows) {
@@ -129,6 +166,8 @@ TEST(ChooseIndexerTopk, FusedForShortDecodeRows) {
   EXPECT_KERNEL(pick_topk(kDecode1, sm90(), with("fused_topk", 0)), IndexerTopkKernel::separate);
   EXPECT_KERNEL(pick_topk(kDecode1, sm90(), with("indexer", 0)), IndexerTopkKernel::separate);
   EXPECT_KERNEL(pick_topk(kDecode1, sm90(), with("tier", 0)), IndexerTopkKernel::separate);
+  // Token groups (q_len 2 at B = 8) take the separate select.
+  EXPECT_KERNEL(pick_topk(m3_indexer(8, 16, 256 << 10), sm90()), IndexerTopkKernel::separate);
 }
 
 }  // namespace

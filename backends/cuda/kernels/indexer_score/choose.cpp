@@ -2,6 +2,7 @@
 // mma.sync, then prefill on wgmma (sm_90a), then prefill on mma.sync, else portable.
 #include "backends/cuda/kernels/indexer_score/choose.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "backends/cuda/kernels/common/aligned.h"
@@ -12,8 +13,12 @@ namespace {
 
 bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-// Qb = 1 and at most 64 queries; keys bf16 with bf16 qi, fp8 with bf16/f16 qi, or NVFP4
-// with bf16/f16 qi at Di = 128; Hi <= 8; Di 64 or 128; Bs a multiple of 16.
+// Tokens per sequence, rounded up.
+int64_t mean_qlen(const IndexerShape& s) { return s.B > 0 ? (s.T + s.B - 1) / s.B : s.T; }
+
+// Qb = 1 and at most 64 queries (or, with token groups, at most kDecodeMaxQlen per
+// sequence on average); keys bf16 with bf16 qi, fp8 with bf16/f16 qi, or NVFP4 with
+// bf16/f16 qi at Di = 128; Hi <= 8; Di 64 or 128; Bs a multiple of 16.
 bool decode_mma_fits(const IndexerShape& s, const DeviceProps& pr, const Tuning& t) {
   using hal::DType;
   const bool qi16 = s.qi == DType::bf16 || s.qi == DType::f16;
@@ -21,8 +26,9 @@ bool decode_mma_fits(const IndexerShape& s, const DeviceProps& pr, const Tuning&
                        (s.keys == DType::fp4_e2m1x2 && qi16 && s.Di == 128);
   // NVFP4 scales are read two bytes at a time.
   const bool scales_ok = s.keys != DType::fp4_e2m1x2 || s.scale_2;
-  return t.indexer >= 1 && t.native() && pr.cc_major >= 8 && keys_ok && scales_ok && s.Qb == 1 && s.T <= 64 &&
-         s.Hi <= 8 && (s.Di == 64 || s.Di == 128) && s.Bs % 16 == 0;
+  return t.indexer >= 1 && t.native() && pr.cc_major >= 8 && keys_ok && scales_ok && s.Qb == 1 &&
+         (s.T <= 64 || (t.indexer_groups != 0 && mean_qlen(s) <= kDecodeMaxQlen)) && s.Hi <= 8 &&
+         (s.Di == 64 || s.Di == 128) && s.Bs % 16 == 0;
 }
 
 // Prefill-like: many queries per sequence (decode-like calls go to the other kernels).
@@ -114,11 +120,27 @@ IndexerKernel choose_indexer_score(const IndexerShape& s, const DeviceProps& pr,
   return IndexerKernel::portable;
 }
 
+DecodeGroups decode_groups(const IndexerShape& s, const Tuning& t) {
+  DecodeGroups d;
+  d.items = d.full = s.T;
+  const int64_t mean = mean_qlen(s);
+  if (t.indexer_groups == 0 || mean <= 1 || s.Hi < 1 || s.Hi > 8) return d;
+  const int64_t cols = std::min<int64_t>(mean, kDecodeMaxQlen) * s.Hi;
+  d.ntiles = cols <= 8 ? 1 : cols <= 16 ? 2 : 4;
+  d.tokens = static_cast<int>(std::min<int64_t>(kDecodeMaxQlen, 8 * d.ntiles / s.Hi));
+  // A sequence of q tokens makes ceil(q / tokens) groups: in all at most
+  // (T + B (tokens - 1)) / tokens, and never more than T.
+  d.items = std::min<int64_t>(s.T, (s.T + s.B * (d.tokens - 1)) / d.tokens);
+  d.full = (s.T + d.tokens - 1) / d.tokens;
+  return d;
+}
+
 IndexerTopkKernel choose_indexer_topk(const IndexerShape& s, int64_t Hs, const DeviceProps& pr, const Tuning& t) {
   // At most one select block per SM: even a dispatcher that did not follow block order
   // would find room for the indexer blocks the select blocks wait on.
   const bool fits = t.fused_topk != 0 && s.MB > 0 && s.MB <= kFusedTopkMaxBlocks && s.NQ > 0 &&
-                    s.NQ <= kFusedTopkMaxNQ && decode_mma_fits(s, pr, t) && s.NQ * Hs <= pr.sm_count;
+                    s.NQ <= kFusedTopkMaxNQ && decode_mma_fits(s, pr, t) && s.NQ * Hs <= pr.sm_count &&
+                    decode_groups(s, t).tokens == 1;
   return fits ? IndexerTopkKernel::fused_decode : IndexerTopkKernel::separate;
 }
 

@@ -13,7 +13,7 @@ namespace msa::cuda {
 
 enum class IndexerKernel {
   portable,       // CUDA cores, any shape (portable/indexer_score.cu, also HIP's)
-  decode_mma,     // Qb = 1, <= 64 queries on mma.sync (decode_mma.cu)
+  decode_mma,     // Qb = 1, a few tokens per sequence, on mma.sync (decode_mma.cu)
   prefill_wgmma,  // many queries per sequence on sm_90a wgmma + TMA (prefill_wgmma.cu)
   prefill_tc,     // many queries per sequence on mma.sync (prefill_tc.cu)
 };
@@ -37,8 +37,22 @@ IndexerShape indexer_shape(const ops::IndexerScoreArgs& a);
 
 IndexerKernel choose_indexer_score(const IndexerShape& s, const DeviceProps& pr, const Tuning& t);
 
+// Multi-token decode (speculative drafts, MTP): decode_mma serves `tokens` consecutive
+// tokens of one sequence from one read of its keys, the mma's 8-column tiles holding
+// (token, head) pairs (`ntiles` of them, 1, 2 or 4). Calls of at most 64 tokens, or of at
+// most kDecodeMaxQlen tokens per sequence on average, run there.
+inline constexpr int kDecodeMaxQlen = 16;
+struct DecodeGroups {
+  int tokens = 1;     // tokens per group (a sequence's last group may hold fewer)
+  int ntiles = 1;     // 8-column mma tiles per group
+  int64_t items = 0;  // groups the grid covers: at least the call's, at most T
+  int64_t full = 0;   // groups of a batch of equal q_len, ceil(T / tokens): what the split targets
+};
+DecodeGroups decode_groups(const IndexerShape& s, const Tuning& t);
+
 // indexer_topk (indexer_score then block_topk) fused into the decode kernel: one select
-// block per row after the indexer's blocks, waiting on its query block's arrival counter.
+// block per row after the indexer's blocks, waiting on its query block's arrival counter
+// (one token per group).
 inline constexpr int kFusedTopkMaxBlocks = 2048;  // row length (256K tokens at Bs = 128)
 inline constexpr int kFusedTopkMaxNQ = 64;        // query blocks per call
 enum class IndexerTopkKernel {

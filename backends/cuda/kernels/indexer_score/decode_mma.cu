@@ -1,5 +1,13 @@
-// CUDA-only: indexer_score for one query per query block (Qb = 1: decode, or a short
-// batch) with the dot products on tensor cores (mma.sync m16n8k16, f32 accumulate).
+// CUDA-only: indexer_score for one query per query block (Qb = 1: decode, multi-token
+// decode, or a short batch) with the dot products on tensor cores (mma.sync m16n8k16, f32
+// accumulate).
+//
+// Token groups: a grid item is a group of up to `tokens` consecutive tokens of one
+// sequence (decode_groups in choose.h: 1 for plain decode; 2-8 at Hi = 4 for draft tokens
+// or MTP), and the B operand's columns are the group's (token, head) pairs in NT 8-column
+// tiles, so the group's tokens share one read and one decode of the keys: each decoded A
+// fragment feeds NT mmas. A column counts a key row only up to its own token's position
+// (the causal limit differs per token inside the group's last blocks).
 //
 // Why: the portable decode kernel reaches 87% of HBM bandwidth with bf16 keys but is
 // issue-bound with fp8 keys (half the bytes, the same per-key FMA and shuffle work). Here
@@ -96,6 +104,9 @@ struct Params {
   bool pool_lse = false;
   bool raw_max = false;  // NVFP4: max pooling of the raw products, times the scale at the block's end
   int splits = 1;
+  int tokens = 1;     // tokens per group (decode_groups)
+  int ntiles = 1;     // 8-column mma tiles per group: the kernel's NT
+  int64_t items = 0;  // groups in the grid (tokens = 1: NQ)
   FusedTopk topk;
 };
 
@@ -228,7 +239,7 @@ __device__ __forceinline__ void fused_select_block(const Params& p, const Batch&
   __shared__ SelScratch sc;
   const FusedTopk& f = p.topk;
   const int tid = threadIdx.x, MB = p.bt.max_blocks;
-  const int64_t r = blockIdx.x - p.NQ * p.splits, qb = r / f.Hs;
+  const int64_t r = blockIdx.x - p.items * p.splits, qb = r / f.Hs;
   unsigned int* arrived = g_fused_arrived + f.slot * kFusedMaxNQ + qb;
   unsigned int* done = g_fused_done + f.slot * kFusedMaxNQ + qb;
   const QBlock q = locate_qblock(cbt, 1, qb, p.NQ, false);
@@ -320,8 +331,10 @@ __device__ __forceinline__ uint32_t hmul2_by_hi(uint32_t a, uint32_t s) {
 
 // acc += one NVFP4 tile (rows g, g + 8) times qi (b: k-step s = dims {k, k+4} of word s / 2).
 // Words 0, 1 of a row are group 2t (the low scale), words 2, 3 group 2t + 1.
-__device__ __forceinline__ void fp4_tile(const uint4 (&raw)[2], const uint32_t (&gs)[2], const uint32_t (&b)[8][2],
-                                         float (&acc)[4]) {
+// NT column tiles share the decoded keys.
+template <int NT>
+__device__ __forceinline__ void fp4_tile(const uint4 (&raw)[2], const uint32_t (&gs)[2],
+                                         const uint32_t (&b)[NT][1][8][2], float (&acc)[NT][4]) {
   const uint32_t sc0 = fp4_scales(gs[0]), sc1 = fp4_scales(gs[1]);  // {group 2t, group 2t + 1} * 2^7
   const uint32_t w0[4] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w};
   const uint32_t w1[4] = {raw[1].x, raw[1].y, raw[1].z, raw[1].w};
@@ -337,14 +350,47 @@ __device__ __forceinline__ void fp4_tile(const uint4 (&raw)[2], const uint32_t (
       a[2] = j < 2 ? hmul2_by_lo(o0[2 * h + 1], sc0) : hmul2_by_hi(o0[2 * h + 1], sc0);
       a[1] = j < 2 ? hmul2_by_lo(o1[2 * h], sc1) : hmul2_by_hi(o1[2 * h], sc1);
       a[3] = j < 2 ? hmul2_by_lo(o1[2 * h + 1], sc1) : hmul2_by_hi(o1[2 * h + 1], sc1);
-      mma_f16(acc, a, b[2 * j + h][0], b[2 * j + h][1]);
+#pragma unroll
+      for (int n = 0; n < NT; ++n) mma_f16(acc[n], a, b[n][0][2 * j + h][0], b[n][0][2 * j + h][1]);
     }
   }
 }
 
+// A group of `n` consecutive tokens of sequence b (packed tokens t0 .., positions p0 ..):
+// grid item `item` of a call whose sequences are cut into groups of `tokens` tokens, in
+// sequence order (tokens = 1: item = query block, as locate_qblock with Qb = 1). Scans
+// the sequences like locate_qblock; n = 0 when not found. With check_nq, flags kErrNQ
+// when the tokens (Qb = 1: the query blocks) do not add up to NQ.
+struct Group {
+  int b = -1, t0 = 0, n = 0, p0 = 0, kv = 0;
+};
+__device__ __forceinline__ Group locate_group(const Batch& bt, int tokens, int64_t item, int64_t NQ, bool check_nq) {
+  Group r;
+  int64_t acc = 0, nq = 0;
+  for (int b = 0; b < bt.B; ++b) {
+    const Seq s = load_seq(bt, b, check_nq);
+    const int q = s.ok ? s.qlen : 0;
+    const int ng = (q + tokens - 1) / tokens;
+    if (r.b < 0 && item < acc + ng) {
+      const int j = static_cast<int>(item - acc) * tokens;
+      r.b = b;
+      r.t0 = s.q0 + j;
+      r.n = min(tokens, q - j);
+      r.p0 = s.kv - q + j;
+      r.kv = s.kv;
+      if (!check_nq) return r;
+    }
+    acc += ng;
+    nq += q;
+  }
+  if (check_nq && nq != NQ) raise_flag(bt.flag, kErrNQ, bt.op);
+  return r;
+}
+
 // KK: the key format (KeyKind; bf16 keys need bf16 qi). DI: 64 or 128 (NVFP4: 128).
-template <int KK, int DI>
-__global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
+// NT: 8-column mma tiles per group; column c of the group is token c / Hi, head c % Hi.
+template <int KK, int DI, int NT>
+__global__ void __launch_bounds__(kThreads, NT >= 4 ? 1 : 2) indexer_mma_kernel(Params p) {
   constexpr bool KFP8 = KK == kKeyFp8, KFP4 = KK == kKeyFp4;
   constexpr int NT4 = 4;  // NVFP4 tiles per step (4 KiB per warp in flight, as fp8's two tiles)
   constexpr int RB = KFP4 ? DI / 2 : KFP8 ? DI : 2 * DI;  // bytes per key row
@@ -357,27 +403,29 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
   static_assert(NL >= 1 && NL * 4 * DPL == DI, "Di must be a multiple of 4 x 16 bytes");
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
   const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
-  if (p.topk.idx != nullptr && blockIdx.x >= p.NQ * p.splits) {
+  if (p.topk.idx != nullptr && blockIdx.x >= p.items * p.splits) {
     fused_select_block(p, cbt);
     return;
   }
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
-  const int64_t qb = blockIdx.x / p.splits;
+  const int64_t item = blockIdx.x / p.splits;
   const int wid = (blockIdx.x % p.splits) * kWarps + warp, nw = p.splits * kWarps;
   const int Bs = p.bt.Bs, MB = p.bt.max_blocks;
   const float ninf = -FLT_MAX * 2.0f;
-  const QBlock q = locate_qblock(cbt, 1, qb, p.NQ, blockIdx.x == 0);
-  const int nblk = q.ntok > 0 ? (q.kv + Bs - 1) / Bs : 0;
-  const int pos = q.p0;  // Qb = 1: one token per query block
-  const int clast = q.ntok > 0 ? min(nblk - 1, pos / Bs) : -1;
+  const Group q = locate_group(cbt, p.tokens, item, p.NQ, blockIdx.x == 0);
+  const int nblk = q.n > 0 ? (q.kv + Bs - 1) / Bs : 0;
+  const int plast = q.p0 + q.n - 1;  // the group's last position (<= kv - 1)
+  const int clast = q.n > 0 ? min(nblk - 1, plast / Bs) : -1;
 
-  // B fragments: qi of head g at this lane's dims, per load l and k-step s:
-  // dims l * 4 * DPL + t * DPL + 4 s + {0, 1} (b0) and + {2, 3} (b1).
-  uint32_t b[NL][KS][2];
-  {
-    const bool head_ok = g < p.Hi && q.ntok > 0;
-    const uint16_t* qrow = p.qi + (int64_t{q.t0} * p.Hi + (head_ok ? g : 0)) * p.Di;
+  // B fragments: qi of this lane's column 8 j + g at this lane's dims, per load l and
+  // k-step s: dims l * 4 * DPL + t * DPL + 4 s + {0, 1} (b0) and + {2, 3} (b1).
+  uint32_t b[NT][NL][KS][2];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int col = 8 * j + g, tok = col / p.Hi;
+    const bool col_ok = tok < q.n;
+    const uint16_t* qrow = p.qi + (int64_t{q.t0 + (col_ok ? tok : 0)} * p.Hi + (col_ok ? col % p.Hi : 0)) * p.Di;
 #pragma unroll
     for (int l = 0; l < NL; ++l)
 #pragma unroll
@@ -387,21 +435,42 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
           // NVFP4: k-step s holds dims {k, k+4} (b0: k = 2 (s % 2), b1: k + 1) of word s / 2.
           const int d = KFP4 ? t * DPL + 8 * (s / 2) + 2 * (s % 2) + h : l * 4 * DPL + t * DPL + 4 * s + 2 * h;
           const int d2 = KFP4 ? d + 4 : d + 1;
-          uint32_t lo = head_ok ? qrow[d] : 0u, hi = head_ok ? qrow[d2] : 0u;
+          uint32_t lo = col_ok ? qrow[d] : 0u, hi = col_ok ? qrow[d2] : 0u;
           if ((KFP8 || KFP4) && !p.qi_f16) {  // bf16 qi -> f16 (exact in f16's normal range)
             lo = f32_to_f16_bits(bf16_bits_to_f32(static_cast<uint16_t>(lo)));
             hi = f32_to_f16_bits(bf16_bits_to_f32(static_cast<uint16_t>(hi)));
           }
-          b[l][s][h] = lo | (hi << 16);
+          b[j][l][s][h] = lo | (hi << 16);
         }
   }
+  // This lane's accumulator columns 8 j + 2 t + e: their token's position (-1: no token).
+  int cpos[NT][2];
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int tok = (8 * j + 2 * t + e) / p.Hi;
+      cpos[j][e] = tok < q.n ? q.p0 + tok : -1;
+    }
   const float lscale = KFP4 ? p.scale * 128.0f : KFP8 ? p.scale * kFp8Unit : p.scale;
 
   for (int c = wid; c < MB; c += nw) {
-    float* orow = p.out + qb * int64_t{p.Hi} * MB + c;
-    const int lim = c <= clast ? min(min(q.kv - 1, pos) - c * Bs, Bs - 1) : -1;
+    // Rows of block c: up to `lim` for the last token, up to `lim0` for every token.
+    const int lim = c <= clast ? min(plast - c * Bs, Bs - 1) : -1;
+    const int lim0 = q.p0 - c * Bs;
     const int64_t page = lim >= 0 ? page_of(p.bt, q.b, c) : -1;
-    Pool pool[2];
+    // Set member by member: nvcc 13.0 initialised only the first row of a default-
+    // constructed Pool[NT][2] from the default member initialisers (m = 0 in the others).
+    Pool pool[NT][2];
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        pool[j][e].m = ninf;
+        pool[j][e].s = 0.0f;
+      }
+    // Row `row` of block c counts for column (j, e) when its position is at most the token's.
+    const auto take = [&](int row, int j, int e) { return c * Bs + row <= cpos[j][e]; };
     if constexpr (KFP4) {  // block by block: a step's loads, then its tiles
       for (int r0 = 0; page >= 0 && r0 <= lim; r0 += 16 * NT4) {
         Fp4Step<NT4> st;
@@ -409,29 +478,39 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
 #pragma unroll
         for (int u = 0; u < NT4; ++u) {
           if (r0 + 16 * u > lim) break;
-          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          fp4_tile(st.raw[u], st.gs[u], b[0], acc);
-          if (p.raw_max && r0 + 16 * u + 15 <= lim) {  // a whole tile: no row checks, no scaling
-            pool[0].max_raw(max_nan(acc[0], acc[2]));
-            pool[1].max_raw(max_nan(acc[1], acc[3]));
-            continue;
-          }
+          float acc[NT][4];
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            if (r0 + 16 * u + g + 8 * half > lim) continue;
-            if (p.raw_max) {
-              pool[0].max_raw(acc[2 * half]);
-              pool[1].max_raw(acc[2 * half + 1]);
-            } else {
-              pool[0].add(acc[2 * half] * lscale, p.pool_lse);
-              pool[1].add(acc[2 * half + 1] * lscale, p.pool_lse);
+          for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+          fp4_tile<NT>(st.raw[u], st.gs[u], b, acc);
+          const bool whole = r0 + 16 * u + 15 <= lim0;  // every row counts for every token
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            if (p.raw_max && whole) {  // no row checks, no scaling
+              pool[j][0].max_raw(max_nan(acc[j][0], acc[j][2]));
+              pool[j][1].max_raw(max_nan(acc[j][1], acc[j][3]));
+              continue;
+            }
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int row = r0 + 16 * u + g + 8 * half;
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                if (!whole && !take(row, j, e)) continue;
+                if (p.raw_max)
+                  pool[j][e].max_raw(acc[j][2 * half + e]);
+                else
+                  pool[j][e].add(acc[j][2 * half + e] * lscale, p.pool_lse);
+              }
             }
           }
         }
       }
       if (p.raw_max) {
-        pool[0].scale(lscale);
-        pool[1].scale(lscale);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          pool[j][0].scale(lscale);
+          pool[j][1].scale(lscale);
+        }
       }
     } else if (page >= 0) {
       const uint8_t* kb = p.ki + page * Bs * int64_t{RB};
@@ -459,53 +538,63 @@ __global__ void __launch_bounds__(kThreads, 2) indexer_mma_kernel(Params p) {
 #pragma unroll
         for (int u = 0; u < KT; ++u) {
           if (r0 + 16 * u > lim) break;
-          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          {
+          float acc[NT][4];
 #pragma unroll
-            for (int l = 0; l < NL; ++l) {
-              const uint32_t w0[4] = {raw[u][0][l].x, raw[u][0][l].y, raw[u][0][l].z, raw[u][0][l].w};
-              const uint32_t w1[4] = {raw[u][1][l].x, raw[u][1][l].y, raw[u][1][l].z, raw[u][1][l].w};
+          for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 #pragma unroll
-              for (int s = 0; s < KS; ++s) {
-                uint32_t a[4];
-                if constexpr (KFP8) {  // word s: dims 4s..4s+3 of this lane's 16
-                  fp8x4_to_f16x2(w0[s], a[0], a[2]);
-                  fp8x4_to_f16x2(w1[s], a[1], a[3]);
-                  mma_f16(acc, a, b[l][s][0], b[l][s][1]);
-                } else {  // words 2s, 2s+1: dims 4s..4s+3 of this lane's 8
-                  a[0] = w0[2 * s];
-                  a[1] = w1[2 * s];
-                  a[2] = w0[2 * s + 1];
-                  a[3] = w1[2 * s + 1];
-                  mma_bf16(acc, a, b[l][s][0], b[l][s][1]);
-                }
+          for (int l = 0; l < NL; ++l) {
+            const uint32_t w0[4] = {raw[u][0][l].x, raw[u][0][l].y, raw[u][0][l].z, raw[u][0][l].w};
+            const uint32_t w1[4] = {raw[u][1][l].x, raw[u][1][l].y, raw[u][1][l].z, raw[u][1][l].w};
+#pragma unroll
+            for (int s = 0; s < KS; ++s) {
+              uint32_t a[4];
+              if constexpr (KFP8) {  // word s: dims 4s..4s+3 of this lane's 16
+                fp8x4_to_f16x2(w0[s], a[0], a[2]);
+                fp8x4_to_f16x2(w1[s], a[1], a[3]);
+#pragma unroll
+                for (int j = 0; j < NT; ++j) mma_f16(acc[j], a, b[j][l][s][0], b[j][l][s][1]);
+              } else {  // words 2s, 2s+1: dims 4s..4s+3 of this lane's 8
+                a[0] = w0[2 * s];
+                a[1] = w1[2 * s];
+                a[2] = w0[2 * s + 1];
+                a[3] = w1[2 * s + 1];
+#pragma unroll
+                for (int j = 0; j < NT; ++j) mma_bf16(acc[j], a, b[j][l][s][0], b[j][l][s][1]);
               }
             }
           }
-          // acc: rows (keys) g and g + 8, columns (heads) 2t and 2t + 1.
+          // acc[j]: rows (keys) g and g + 8, columns 8 j + 2t and 8 j + 2t + 1.
+          const bool whole = r0 + 16 * u + 15 <= lim0;
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             const int row = r0 + 16 * u + g + 8 * half;
             if (row > lim) continue;
             const float f = lscale * ks[u][half];
-            pool[0].add(acc[2 * half] * f, p.pool_lse);
-            pool[1].add(acc[2 * half + 1] * f, p.pool_lse);
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+              for (int e = 0; e < 2; ++e)
+                if (whole || take(row, j, e)) pool[j][e].add(acc[j][2 * half + e] * f, p.pool_lse);
           }
         }
       }
     }
-    const float s0 = pool[0].finish(p.pool_lse), s1 = pool[1].finish(p.pool_lse);
-    if (g == 0) {
-      if (2 * t < p.Hi) orow[int64_t{2 * t} * MB] = page >= 0 ? s0 : ninf;
-      if (2 * t + 1 < p.Hi) orow[int64_t{2 * t + 1} * MB] = page >= 0 ? s1 : ninf;
-    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float sc = pool[j][e].finish(p.pool_lse);
+        const int col = 8 * j + 2 * t + e, tok = col / p.Hi;
+        const int64_t qb = int64_t{q.t0} + tok;  // Qb = 1: a token's query block is its packed index
+        if (g == 0 && tok < q.n && qb < p.NQ) p.out[(qb * p.Hi + col % p.Hi) * MB + c] = page >= 0 ? sc : ninf;
+      }
   }
-  if (p.topk.idx != nullptr) fused_arrive(p, qb);
+  if (p.topk.idx != nullptr) fused_arrive(p, item);
 }
 
-template <int KK, int DI>
+template <int KK, int DI, int NT>
 void launch(const Params& p, unsigned grid, cudaStream_t s) {
-  indexer_mma_kernel<KK, DI><<<grid, kThreads, 0, s>>>(p);
+  indexer_mma_kernel<KK, DI, NT><<<grid, kThreads, 0, s>>>(p);
 }
 
 // Binds `a` (a call choose_indexer_score routes here).
@@ -527,19 +616,35 @@ Params decode_params(Stream& st, const ops::IndexerScoreArgs& a) {
   // Max pooling with a positive scale (NVFP4's logit scale scale * 2^7 finite) pools the
   // raw products and scales once.
   p.raw_max = nvfp4 && !p.pool_lse && a.scale > 0.0f && a.scale * 128.0f <= FLT_MAX;
-  p.splits = indexer_splits(st, a.NQ, p.bt.max_blocks, kWarps);
+  const DecodeGroups dg = decode_groups(indexer_shape(a), st.tuning());
+  p.tokens = dg.tokens;
+  p.items = dg.tokens == 1 ? a.NQ : dg.items;
+  p.ntiles = dg.ntiles;
+  // The split fills the machine for the groups a batch of equal q_len has; the grid's
+  // other items (ragged batches' partial groups) find no tokens and return.
+  p.splits = indexer_splits(st, dg.tokens == 1 ? a.NQ : dg.full, p.bt.max_blocks, kWarps);
   return p;
 }
 
-// The indexer's NQ x splits blocks, then `select_blocks` (fused rows; 0 unfused).
-void launch_decode(Stream& st, const Params& p, hal::DType kd, int64_t select_blocks) {
-  const unsigned grid = static_cast<unsigned>(p.NQ * p.splits + select_blocks);
-  if (kd == hal::DType::fp4_e2m1x2)
-    launch<kKeyFp4, 128>(p, grid, st.native());
-  else if (kd == hal::DType::fp8_e4m3)
-    p.Di == 64 ? launch<kKeyFp8, 64>(p, grid, st.native()) : launch<kKeyFp8, 128>(p, grid, st.native());
+template <int KK, int DI>
+void launch_tiles(const Params& p, unsigned grid, cudaStream_t s) {
+  if (p.ntiles == 4)
+    launch<KK, DI, 4>(p, grid, s);
+  else if (p.ntiles == 2)
+    launch<KK, DI, 2>(p, grid, s);
   else
-    p.Di == 64 ? launch<kKeyBf16, 64>(p, grid, st.native()) : launch<kKeyBf16, 128>(p, grid, st.native());
+    launch<KK, DI, 1>(p, grid, s);
+}
+
+// The indexer's items x splits blocks, then `select_blocks` (fused rows; 0 unfused).
+void launch_decode(Stream& st, const Params& p, hal::DType kd, int64_t select_blocks) {
+  const unsigned grid = static_cast<unsigned>(p.items * p.splits + select_blocks);
+  if (kd == hal::DType::fp4_e2m1x2)
+    launch_tiles<kKeyFp4, 128>(p, grid, st.native());
+  else if (kd == hal::DType::fp8_e4m3)
+    p.Di == 64 ? launch_tiles<kKeyFp8, 64>(p, grid, st.native()) : launch_tiles<kKeyFp8, 128>(p, grid, st.native());
+  else
+    p.Di == 64 ? launch_tiles<kKeyBf16, 64>(p, grid, st.native()) : launch_tiles<kKeyBf16, 128>(p, grid, st.native());
   MSA_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,6 +1,6 @@
-// CUDA-only: indexer_score for Qb = 1 batches of at most 64 queries (decode) with the dot
-// products on tensor cores (decode_mma.cu), for the calls choose_indexer_score routes
-// here (choose.h: which keys, heads and dims it covers).
+// CUDA-only: indexer_score for Qb = 1 batches of a few tokens per sequence (decode,
+// multi-token decode) with the dot products on tensor cores (decode_mma.cu), for the calls
+// choose_indexer_score routes here (choose.h: which keys, heads and dims it covers).
 #pragma once
 #include "backends/cuda/stream.h"
 #include "ops/args.h"
