@@ -41,18 +41,20 @@ void check_attention_grads(const Checker& c, const Tensor& q, const Tensor& k, c
   detail::check_f32_like(c, dv, dv_name, k, k_name);
 }
 
-}  // namespace
-
-void sparse_block_attention_backward(hal::Device& device, const SparseAttentionBackwardArgs& args) {
-  Checker c(device, OpId::sparse_block_attention_backward);
-  SparseAttentionBackwardArgs a = args;
+// The paged backward ops' first checks: q and the caches with their batch, then dout,
+// out/lse and the gradients dq, dk_cache, dv_cache.
+template <typename Args>
+AttnDims check_paged_backward(const Checker& c, const Args& a) {
   const AttnDims d = detail::check_paged_inputs(c, a.q, a.k_cache, &a.v_cache, ops::batch_of(a));
   check_attention_grads(c, a.q, a.k_cache, "k_cache", a.dout, a.out, a.lse, a.dq, a.dk_cache, "dk_cache", a.dv_cache,
                         "dv_cache");
-  c.query_block_size(a.Qb);
-  MSA_REQUIRE(c, a.NQ >= 0, "NQ", "must be >= 0");
-  detail::check_mode(c, a.mode);
-  detail::check_block_idx(c, a.block_idx, a.NQ, a.mode, d.Hkv);
+  return d;
+}
+
+// No gradient of a paged backward op overlaps an input or another gradient; `block_idx`
+// is the selection of sparse_block_attention_backward (absent for dense).
+template <typename Args>
+void check_paged_backward_no_alias(const Checker& c, const Args& a, const Tensor& block_idx) {
   check_no_alias(c, {{&a.dq, "dq"}, {&a.dk_cache, "dk_cache"}, {&a.dv_cache, "dv_cache"}},
                  {{&a.dout, "dout"},
                   {&a.q, "q"},
@@ -61,9 +63,22 @@ void sparse_block_attention_backward(hal::Device& device, const SparseAttentionB
                   {&a.block_table, "block_table"},
                   {&a.kv_len, "kv_len"},
                   {&a.cu_q, "cu_q"},
-                  {&a.block_idx, "block_idx"},
+                  {&block_idx, "block_idx"},
                   {&a.out, "out"},
                   {&a.lse, "lse"}});
+}
+
+}  // namespace
+
+void sparse_block_attention_backward(hal::Device& device, const SparseAttentionBackwardArgs& args) {
+  Checker c(device, OpId::sparse_block_attention_backward);
+  SparseAttentionBackwardArgs a = args;
+  const AttnDims d = check_paged_backward(c, a);
+  c.query_block_size(a.Qb);
+  MSA_REQUIRE(c, a.NQ >= 0, "NQ", "must be >= 0");
+  detail::check_mode(c, a.mode);
+  detail::check_block_idx(c, a.block_idx, a.NQ, a.mode, d.Hkv);
+  check_paged_backward_no_alias(c, a, a.block_idx);
   a.scale = detail::resolve_scale(c, a.scale, d.D);
   detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, d.P, static_cast<int>(d.Bs), a.Qb, a.NQ, d.T);
   detail::dispatch(device, OpId::sparse_block_attention_backward, &a);
@@ -72,19 +87,8 @@ void sparse_block_attention_backward(hal::Device& device, const SparseAttentionB
 void dense_attention_backward(hal::Device& device, const DenseAttentionBackwardArgs& args) {
   Checker c(device, OpId::dense_attention_backward);
   DenseAttentionBackwardArgs a = args;
-  const AttnDims d = detail::check_paged_inputs(c, a.q, a.k_cache, &a.v_cache, ops::batch_of(a));
-  check_attention_grads(c, a.q, a.k_cache, "k_cache", a.dout, a.out, a.lse, a.dq, a.dk_cache, "dk_cache", a.dv_cache,
-                        "dv_cache");
-  check_no_alias(c, {{&a.dq, "dq"}, {&a.dk_cache, "dk_cache"}, {&a.dv_cache, "dv_cache"}},
-                 {{&a.dout, "dout"},
-                  {&a.q, "q"},
-                  {&a.k_cache, "k_cache"},
-                  {&a.v_cache, "v_cache"},
-                  {&a.block_table, "block_table"},
-                  {&a.kv_len, "kv_len"},
-                  {&a.cu_q, "cu_q"},
-                  {&a.out, "out"},
-                  {&a.lse, "lse"}});
+  const AttnDims d = check_paged_backward(c, a);
+  check_paged_backward_no_alias(c, a, Tensor{});  // no selection
   a.scale = detail::resolve_scale(c, a.scale, d.D);
   detail::check_batch_on_host(c, a.cu_q, a.kv_len, &a.block_table, d.P, static_cast<int>(d.Bs), 1, -1, d.T);
   detail::dispatch(device, OpId::dense_attention_backward, &a);

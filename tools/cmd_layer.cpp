@@ -15,6 +15,7 @@
 #include "tools/commands.h"
 #include "tools/layer_bench.h"
 #include "tools/layer_dist.h"
+#include "tools/layer_json.h"
 #include "tools/layer_train.h"
 
 namespace msa::cli {
@@ -63,16 +64,7 @@ void write_json(const LayerOptions& o, const LayerConfig& c, const std::string& 
   j["batch"] = o.batch;
   j["context"] = o.context;
   j["q_len"] = o.q_len;
-  j["config"] = {{"Hq", c.Hq},
-                 {"Hkv", c.Hkv},
-                 {"D", c.D},
-                 {"Hi", c.Hi},
-                 {"Di", c.Di},
-                 {"Bs", c.Bs},
-                 {"k", c.k},
-                 {"Qb", c.Qb},
-                 {"dtype", hal::dtype_name(c.dtype)},
-                 {"ki_dtype", hal::dtype_name(c.ki_dtype)}};
+  j["config"] = layer_config_json(c);
   j["indexer_ms"] = t.indexer_ms;
   j["topk_ms"] = t.topk_ms;
   j["sparse_ms"] = t.sparse_ms;

@@ -13,6 +13,7 @@
 #include "hal/host_device.h"
 #include "hal/registry.h"
 #include "tools/commands.h"
+#include "tools/layer_json.h"
 #include "tools/layer_train.h"
 
 namespace msa::cli {
@@ -83,18 +84,9 @@ void write_json(const LayerBackwardOptions& o, const LayerConfig& c, const std::
   j["context"] = o.context;
   j["q_len"] = o.context;
   j["selection"] = o.selection;
-  j["config"] = {{"Hq", c.Hq},
-                 {"Hkv", c.Hkv},
-                 {"D", c.D},
-                 {"Hi", c.Hi},
-                 {"Di", c.Di},
-                 {"Bs", c.Bs},
-                 {"k", c.k},
-                 {"n_sink", c.n_sink},
-                 {"n_local", c.n_local},
-                 {"Qb", c.Qb},
-                 {"dtype", hal::dtype_name(c.dtype)},
-                 {"ki_dtype", hal::dtype_name(c.ki_dtype)}};
+  j["config"] = layer_config_json(c);
+  j["config"]["n_sink"] = c.n_sink;  // the selection's sink and local blocks
+  j["config"]["n_local"] = c.n_local;
   j["ceiling_tflops"] = ceil.flops_per_s / 1e12;
   j["ceiling_how"] = ceil.how;
   j["mean_keys"] = mean_keys;

@@ -9,7 +9,7 @@
 
 #include "backends/cuda/backend.h"
 #include "backends/cuda/check.h"
-#include "backends/cuda/kernels/cuda_only/hopper_probe.h"
+#include "backends/cuda/kernels/common/hopper_probe.h"
 
 namespace msa::MSA_GPU_NS {
 namespace {

@@ -17,7 +17,7 @@ struct DeviceProps {
   size_t l2_bytes = 0;
   size_t memory_bytes = 0;
   // The build carries sm_90a code for this device (the Hopper-tier kernels have real
-  // bodies there: cuda_only/hopper_probe.h).
+  // bodies there: common/hopper_probe.h).
   bool hopper_code = false;
 };
 

@@ -1,5 +1,5 @@
 // dense_attention: one workgroup per (query row, head[, key split]) over every visible
-// block (shaders/attention.comp, attn_combine.comp); see paged_attention.h.
+// block (shaders/paged_attention.comp, paged_attention.combine.comp); see paged_attention.h.
 #include "backends/vulkan/kernels.h"
 #include "backends/vulkan/paged_attention.h"
 

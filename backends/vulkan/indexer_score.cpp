@@ -1,5 +1,5 @@
 // indexer_score: one workgroup per query block x KV block serving every indexer head
-// (shaders/indexer_block.comp), or, where the device or shape does not allow it, one per
+// (shaders/indexer_score.block.comp), or, where the device or shape does not allow it, one per
 // query block x indexer head x KV block (shaders/indexer_score.comp); see indexer_keys.h.
 #include "backends/vulkan/indexer_keys.h"
 #include "backends/vulkan/kernels.h"
@@ -12,7 +12,7 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
   const bool blk = block_unsupported(a).empty();
   const bool by_address = blk && use_addresses(device_of(a.qi, "qi"), {&a.ki_cache});
   const std::string variant = tag(a.qi.dtype) + "_" + tag(a.ki_cache.dtype);
-  Launch l(s, (blk ? (by_address ? "indexer_block_bda_" : "indexer_block_") : "indexer_score_") + variant,
+  Launch l(s, (blk ? (by_address ? "indexer_score_block_bda_" : "indexer_score_block_") : "indexer_score_") + variant,
            hal::OpId::indexer_score);
   IndexerBlockBdaPC bp{};
   pc.off_qi = l.bind(a.qi, "qi");
@@ -22,7 +22,7 @@ void indexer_score(hal::Stream& s, const ops::IndexerScoreArgs& a) {
     pc.off_ki = 0;
   } else {
     pc.off_ki = l.bind(a.ki_cache, "ki_cache");
-    // indexer_block.comp reads keys as 16-byte units, NVFP4 keys as 8-byte ones (fp8 and
+    // indexer_score.block.comp reads keys as 16-byte units, NVFP4 keys as 8-byte ones (fp8 and
     // fp4 offsets are in bytes).
     if (blk) pc.off_ki = static_cast<uint32_t>(pc.off_ki * hal::dtype_size(a.ki_cache.dtype) / unit);
   }

@@ -1,6 +1,6 @@
 // kv_append: one dispatch copies K and V rows into their cache slots
-// (shaders/kv_append_kv.comp); a second converts the indexer keys
-// (shaders/kv_append_ki.comp; NVFP4 keys: per group of 16 dims, codes and e4m3 scales).
+// (shaders/kv_append.kv.comp); a second converts the indexer keys
+// (shaders/kv_append.ki.comp; NVFP4 keys: per group of 16 dims, codes and e4m3 scales).
 // Ops on the stream run in order, so the two never race.
 // K/V caches larger than one binding (or the tuning knob force_bda=1) are written through their
 // buffer device addresses (kv_append_kv_*_bda).

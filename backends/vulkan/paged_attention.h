@@ -1,10 +1,10 @@
 // sparse_block_attention, dense_attention and patch_attention_3d: one workgroup per
 // (query row, head) - or per (row, head, key split) for decode-sized calls - running
-// online softmax over tiles of keys (shaders/attention.comp, shaders/attn_combine.comp,
-// shaders/patch_attention.comp, shaders/attn_core.glsl). Sparse attention with Qb = 1
+// online softmax over tiles of keys (shaders/paged_attention.comp, shaders/paged_attention.combine.comp,
+// shaders/patch_attention_3d.comp, shaders/attn_core.glsl). Sparse attention with Qb = 1
 // (decode) takes the GQA path where the device allows it: one workgroup per (token, KV
 // head, split of the selected tiles) serving the whole query-head group
-// (shaders/attention_gqa.comp), merged by attn_combine. K/V caches larger than one
+// (shaders/paged_attention.gqa.comp), merged by paged_attention.combine. K/V caches larger than one
 // storage-buffer binding (maxStorageBufferRange: 4 GiB on NVIDIA; B = 8 at 1M is 8 GiB
 // each) go to the GQA kernel's variant that reads them through buffer device addresses;
 // other paths refuse them.
@@ -72,7 +72,7 @@ inline AttnGqaPC& fields(AttnGqaBdaPC& p) { return p.p; }
 // Records attention kernel `<prefix>_<dt>` over `groups` workgroups writing out / lse
 // (n_split == 1), or `<prefix>_split_<dt>` over groups * n_split workgroups writing f32
 // partials ([rows][n_split][D]) and their LSE to the device workspace, merged by
-// attn_combine in fixed split order. `bind_inputs` binds the kernel's inputs (bindings
+// paged_attention.combine in fixed split order. `bind_inputs` binds the kernel's inputs (bindings
 // 1..7); the kernel's push constants `pc` have off_out / off_lse.
 template <typename Args, typename PC, typename Bind>
 void run_attention(hal::Stream& s, const Args& a, const std::string& prefix, PC& pc, const Bind& bind_inputs,
@@ -101,7 +101,7 @@ void run_attention(hal::Stream& s, const Args& a, const std::string& prefix, PC&
     l.run(pc, groups * n_split);
   }
   AttnCombinePC cp{};
-  Launch c(s, "attn_combine_" + dt, op);
+  Launch c(s, "paged_attention_combine_" + dt, op);
   c.bind_raw(ws, o_bytes, 0);
   c.bind_raw(ws, l_bytes, l_at);
   cp.off_out = c.bind(a.out, "out");
@@ -112,8 +112,8 @@ void run_attention(hal::Stream& s, const Args& a, const std::string& prefix, PC&
   c.run(cp, rows);
 }
 
-// ---- GQA path of sparse_block_attention (shaders/attention_gqa.comp) ----------------
-inline constexpr uint32_t kGqaWgs = 128;          // WGS of attention_gqa.comp
+// ---- GQA path of sparse_block_attention (shaders/paged_attention.gqa.comp) ----------------
+inline constexpr uint32_t kGqaWgs = 128;          // WGS of paged_attention.gqa.comp
 inline constexpr uint32_t kGqaRows = 16;          // ROWS: largest G
 inline constexpr uint32_t kGqaShared = 32 << 10;  // shared memory it needs, rounded up
 // Split-KV for decode-sized calls: each workgroup takes gqa_units (tuning.h: 2) tiles (64 keys at 16-bit
@@ -125,7 +125,7 @@ inline constexpr uint32_t kGqaShared = 32 << 10;  // shared memory it needs, rou
 
 inline uint32_t gqa_tile_keys(hal::DType t) { return t == hal::DType::f32 ? 16 : 32; }  // TK
 
-// "" when the GQA kernel handles this call, else why not (then attention.comp runs it).
+// "" when the GQA kernel handles this call, else why not (then paged_attention.comp runs it).
 inline std::string gqa_unsupported(const ops::SparseAttentionArgs& a) {
   const Caps& caps = device_of(a.q, "q").caps();
   if (a.Qb != 1) return "Qb > 1";
@@ -184,14 +184,14 @@ inline void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
   };
   const uint64_t rows = uint64_t{pc.T} * pc.Hq;
   if (by_address)
-    run_attention(s, a, "attention_gqa_bda", bpc, bind_inputs, rows, base, pc.n_split, pc.D, pc.B, op);
+    run_attention(s, a, "paged_attention_gqa_bda", bpc, bind_inputs, rows, base, pc.n_split, pc.D, pc.B, op);
   else
-    run_attention(s, a, "attention_gqa", pc, bind_inputs, rows, base, pc.n_split, pc.D, pc.B, op);
+    run_attention(s, a, "paged_attention_gqa", pc, bind_inputs, rows, base, pc.n_split, pc.D, pc.B, op);
 }
 
 // Shared by the sparse and dense paths (block_idx absent for dense). Long key sets of
 // few rows run as n_split workgroups per row writing f32 partials to the device
-// workspace, merged by attn_combine; otherwise one workgroup per row writes out/lse.
+// workspace, merged by paged_attention.combine; otherwise one workgroup per row writes out/lse.
 template <typename Args>
 void paged_attention(hal::Stream& s, const Args& a, const hal::Tensor& block_idx, int Qb, int64_t NQ, bool shared_mode,
                      hal::OpId op) {
@@ -215,7 +215,7 @@ void paged_attention(hal::Stream& s, const Args& a, const hal::Tensor& block_idx
 
   const std::string kind = sparse ? "sparse" : "dense";
   auto bind_inputs = [&](Launch& l) { bind_paged(l, pc, a, block_idx); };
-  run_attention(s, a, "attention_" + kind, pc, bind_inputs, rows, rows, pc.n_split, pc.D, pc.B, op);
+  run_attention(s, a, "paged_attention_" + kind, pc, bind_inputs, rows, rows, pc.n_split, pc.D, pc.B, op);
 }
 
 template <typename Args>

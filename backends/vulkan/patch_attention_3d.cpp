@@ -1,5 +1,5 @@
 // patch_attention_3d: one workgroup per (token, head) over its window
-// (shaders/patch_attention.comp).
+// (shaders/patch_attention_3d.comp).
 #include "backends/vulkan/kernels.h"
 #include "backends/vulkan/paged_attention.h"
 
@@ -8,7 +8,7 @@ namespace msa::vulkan {
 void patch_attention_3d(hal::Stream& s, const ops::PatchAttention3dArgs& a) {
   const char* name = "patch_attention_3d";
   PatchAttentionPC pc{};
-  Launch l(s, "patch_attention_" + tag(a.q.dtype), hal::OpId::patch_attention_3d);
+  Launch l(s, "patch_attention_3d_" + tag(a.q.dtype), hal::OpId::patch_attention_3d);
   pc.off_q = l.bind(a.q, "q");
   pc.off_k = l.bind(a.k, "k");
   pc.off_v = l.bind(a.v, "v");

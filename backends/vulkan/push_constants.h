@@ -7,7 +7,7 @@
 
 namespace msa::vulkan {
 
-// shaders/attention.comp
+// shaders/paged_attention.comp
 struct AttentionPC {
   uint32_t off_q, off_k, off_v, off_bt, off_kvlen, off_cuq, off_idx, off_out, off_lse;
   uint32_t T, Hq, Hkv, D, P, Bs, max_blocks, B, Qb, NQ, k, Hs;
@@ -17,7 +17,7 @@ struct AttentionPC {
 };
 static_assert(sizeof(AttentionPC) == 24 * 4);
 
-// shaders/attention_gqa.comp (off_k / off_v in 16-byte units)
+// shaders/paged_attention.gqa.comp (off_k / off_v in 16-byte units)
 struct AttnGqaPC {
   uint32_t off_q, off_k, off_v, off_bt, off_kvlen, off_cuq, off_idx, off_out, off_lse;
   uint32_t T, Hq, Hkv, G, D, P, Bs, max_blocks, B, NQ, k, Hs;
@@ -28,7 +28,7 @@ struct AttnGqaPC {
 };
 static_assert(sizeof(AttnGqaPC) == 25 * 4);
 
-// shaders/attention_gqa.comp with BDA=1: K and V by device address (bytes), then the rest
+// shaders/paged_attention.gqa.comp with BDA=1: K and V by device address (bytes), then the rest
 // as above (off_k / off_v 0). 116 bytes in the shader, within the 128 guaranteed.
 struct AttnGqaBdaPC {
   uint64_t k_addr, v_addr;
@@ -36,20 +36,20 @@ struct AttnGqaBdaPC {
 };
 static_assert(offsetof(AttnGqaBdaPC, p) == 16 && sizeof(AttnGqaBdaPC) <= 128);
 
-// shaders/attn_combine.comp
+// shaders/paged_attention.combine.comp
 struct AttnCombinePC {
   uint32_t off_opart, off_lpart, off_out, off_lse;
   uint32_t rows, S, D;
 };
 static_assert(sizeof(AttnCombinePC) == 7 * 4);
 
-// shaders/copy.comp (16-byte units)
+// shaders/stream_copy.comp (16-byte units)
 struct CopyPC {
   uint32_t off_src, off_dst, n;
 };
 static_assert(sizeof(CopyPC) == 3 * 4);
 
-// shaders/patch_attention.comp
+// shaders/patch_attention_3d.comp
 struct PatchAttentionPC {
   uint32_t off_q, off_k, off_v, off_items, off_out, off_lse;
   uint32_t N, H, D, n_items, window;
@@ -65,14 +65,14 @@ struct IndexerScorePC {
 };
 static_assert(sizeof(IndexerScorePC) == 20 * 4);
 
-// shaders/indexer_block.comp (off_ki in 16-byte units)
+// shaders/indexer_score.block.comp (off_ki in 16-byte units)
 struct IndexerBlockPC {
   IndexerScorePC base;
   uint32_t bpw;  // KV blocks per workgroup
 };
 static_assert(sizeof(IndexerBlockPC) == 21 * 4);
 
-// shaders/indexer_block.comp with BDA=1: the key cache by device address (bytes), then
+// shaders/indexer_score.block.comp with BDA=1: the key cache by device address (bytes), then
 // the rest as above (off_ki 0).
 struct IndexerBlockBdaPC {
   uint64_t ki_addr;
@@ -87,14 +87,14 @@ struct BlockTopkPC {
 };
 static_assert(sizeof(BlockTopkPC) == 14 * 4);
 
-// shaders/kv_append_kv.comp
+// shaders/kv_append.kv.comp
 struct KvAppendKvPC {
   uint32_t off_k, off_v, off_bt, off_kvlen, off_cuq, off_kc, off_vc;
   uint32_t T, Hkv, D, P, Bs, max_blocks, B;
 };
 static_assert(sizeof(KvAppendKvPC) == 14 * 4);
 
-// shaders/kv_append_kv.comp with BDA=1: the caches by device address (bytes), then the
+// shaders/kv_append.kv.comp with BDA=1: the caches by device address (bytes), then the
 // rest as above (off_kc / off_vc 0).
 struct KvAppendKvBdaPC {
   uint64_t kc_addr, vc_addr;
@@ -102,7 +102,7 @@ struct KvAppendKvBdaPC {
 };
 static_assert(offsetof(KvAppendKvBdaPC, p) == 16 && sizeof(KvAppendKvBdaPC) <= 128);
 
-// shaders/kv_append_ki.comp
+// shaders/kv_append.ki.comp
 struct KvAppendKiPC {
   uint32_t off_ki, off_bt, off_kvlen, off_cuq, off_kic, off_kis;
   uint32_t T, Di, P, Bs, max_blocks, B, has_scale;
@@ -125,7 +125,7 @@ struct NormPC {
 };
 static_assert(sizeof(NormPC) == 8 * 4);
 
-// shaders/rope.comp (rope and rope_3d)
+// shaders/rotary.comp (rope and rope_3d)
 struct RopePC {
   uint32_t off_x, off_pos, off_y;
   uint32_t T, H, D;

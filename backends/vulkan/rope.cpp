@@ -1,4 +1,4 @@
-// rope: rotary embedding by position (shaders/rope.comp, ROPE3D=0); see rotary.h.
+// rope: rotary embedding by position (shaders/rotary.comp, ROPE3D=0); see rotary.h.
 #include "backends/vulkan/kernels.h"
 #include "backends/vulkan/rotary.h"
 

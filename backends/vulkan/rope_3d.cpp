@@ -1,4 +1,4 @@
-// rope_3d: rotary embedding over (t, h, w) positions (shaders/rope.comp, ROPE3D=1); see
+// rope_3d: rotary embedding over (t, h, w) positions (shaders/rotary.comp, ROPE3D=1); see
 // rotary.h.
 #include "backends/vulkan/kernels.h"
 #include "backends/vulkan/rotary.h"
@@ -9,7 +9,7 @@ void rope_3d(hal::Stream& s, const ops::Rope3dArgs& a) {
   const char* name = "rope_3d";
   const bool f64 = static_cast<VulkanStream&>(s).device().caps().float64;
   RopePC pc{};
-  Launch l(s, "rope3d_" + tag(a.x.dtype) + (f64 ? "_f64" : ""), hal::OpId::rope_3d);
+  Launch l(s, "rope_3d_" + tag(a.x.dtype) + (f64 ? "_f64" : ""), hal::OpId::rope_3d);
   pc.off_x = l.bind(a.x, "x");
   pc.off_pos = l.bind(a.pos, "pos");
   pc.off_y = l.bind(a.y, "y");

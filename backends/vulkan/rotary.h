@@ -1,4 +1,4 @@
-// The shared host side of rope and rope_3d (each in <op>.cpp; shaders/rope.comp): the
+// The shared host side of rope and rope_3d (each in <op>.cpp; shaders/rotary.comp): the
 // inverse frequencies are computed here in double exactly as the reference does and
 // handed to the shader in a small temporary buffer (doubles when the device has
 // shaderFloat64, else floats).

@@ -1,6 +1,6 @@
 // sparse_block_attention: the GQA kernel for decode where the device allows it
-// (shaders/attention_gqa.comp, merged by attn_combine.comp), else one workgroup per (query
-// row, head[, key split]) over the selected blocks (shaders/attention.comp); see
+// (shaders/paged_attention.gqa.comp, merged by paged_attention.combine.comp), else one workgroup per (query
+// row, head[, key split]) over the selected blocks (shaders/paged_attention.comp); see
 // paged_attention.h.
 #include "backends/vulkan/kernels.h"
 #include "backends/vulkan/paged_attention.h"

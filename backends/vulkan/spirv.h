@@ -7,7 +7,7 @@
 namespace msa::vulkan {
 
 struct SpirvBlob {
-  const char* name;           // "<shader>_<variant>", e.g. "attention_sparse_bf16"
+  const char* name;           // "<shader>_<variant>", e.g. "paged_attention_sparse_bf16"
   const unsigned char* data;  // SPIR-V words (4-byte aligned)
   size_t size;                // bytes
 };

@@ -21,9 +21,9 @@ constexpr size_t kMaxInFlight = 4;         // then wait for the oldest
 constexpr uint32_t kSetsPerPool = 128;
 constexpr uint32_t kMaxBindings = 16;
 // Device copies of at least this many bytes, 16-byte aligned, run as a shader
-// (shaders/copy.comp) instead of vkCmdCopyBuffer.
+// (shaders/stream_copy.comp) instead of vkCmdCopyBuffer.
 constexpr uint64_t kShaderCopyMin = uint64_t{1} << 20;
-constexpr uint32_t kCopyUnitsPerGroup = 256 * 4;  // WGS * PER of copy.comp
+constexpr uint32_t kCopyUnitsPerGroup = 256 * 4;  // WGS * PER of stream_copy.comp
 
 // Every compute or transfer write before it is visible to every compute or transfer
 // access after it.
@@ -252,7 +252,7 @@ void VulkanStream::copy(const hal::Tensor& dst, const hal::Tensor& src) {
   end_command();
 }
 
-// One dispatch of copy.comp per chunk that fits a storage-buffer binding on both sides;
+// One dispatch of stream_copy.comp per chunk that fits a storage-buffer binding on both sides;
 // offsets and n are multiples of 16. Each side is bound from its offset rounded down to
 // minStorageBufferOffsetAlignment, the rest passed as a 16-byte skew.
 void VulkanStream::shader_copy(Allocation* dst, uint64_t dst_off, Allocation* src, uint64_t src_off, uint64_t n) {
@@ -271,7 +271,7 @@ void VulkanStream::shader_copy(Allocation* dst, uint64_t dst_off, Allocation* sr
     pc.off_src = static_cast<uint32_t>((so - sb) / 16);
     pc.off_dst = static_cast<uint32_t>((dof - db) / 16);
     pc.n = static_cast<uint32_t>(bytes / 16);
-    Launch l(*this, "copy_u4", "vulkan: copy");
+    Launch l(*this, "stream_copy_u4", "vulkan: copy");
     l.bind_raw(src, so - sb + bytes, sb);
     l.bind_raw(dst, dof - db + bytes, db);
     l.run(pc, (uint64_t{pc.n} + kCopyUnitsPerGroup - 1) / kCopyUnitsPerGroup);

@@ -1,5 +1,5 @@
 // Sparse decode attention with K/V read through buffer device addresses (the BDA=1
-// variant of attention_gqa.comp): forced on small caches (force_bda=1) it must
+// variant of paged_attention.gqa.comp): forced on small caches (force_bda=1) it must
 // give the binding variant's bits; caches larger than maxStorageBufferRange take it by
 // themselves and must match cpu-ref (built cheaply: a cache filled with NaN bytes where
 // only the attended pages are written, some of them past the binding limit); with

@@ -1,6 +1,6 @@
 // NVFP4 indexer keys (fp4_e2m1x2 ki_cache + [P][Bs][Di/16] e4m3 ki_scale) on Vulkan,
 // against cpu-ref, on the paths the case sets do not reach by themselves:
-// - indexer_score: indexer_block.comp (aligned view, a view at an 8-byte offset, the keys
+// - indexer_score: indexer_score.block.comp (aligned view, a view at an 8-byte offset, the keys
 //   forced onto their device address) and indexer_score.comp (a view at an odd byte
 //   offset, Bs = 256, Di = 256); slack slots hold NaN scales (never in a score); a NaN
 //   scale of a valid slot leaves every other block's score exact (its own block's score is

@@ -66,7 +66,7 @@ TEST_F(VulkanTest, TransfersAtOddOffsetsKeepNeighbours) {
   EXPECT_NO_THROW(dev().stream().synchronize());
 }
 
-// Copies of >= 1 MiB with 16-byte aligned offsets and sizes run as a shader (copy.comp);
+// Copies of >= 1 MiB with 16-byte aligned offsets and sizes run as a shader (stream_copy.comp);
 // the source and destination offsets are not multiples of the binding alignment.
 TEST_F(VulkanTest, LargeAlignedCopyRunsAsShaderAndKeepsNeighbours) {
   constexpr size_t kN = (size_t{3} << 20) + 4096;
@@ -83,7 +83,7 @@ TEST_F(VulkanTest, LargeAlignedCopyRunsAsShaderAndKeepsNeighbours) {
   dev().stream().copy(hal::Tensor(b, DType::fp8_e4m3, {static_cast<int64_t>(kBytes)}, kDst),
                       hal::Tensor(b, DType::fp8_e4m3, {static_cast<int64_t>(kBytes)}, kSrc));
 #if MSA_TEST_VULKAN_INTERNALS
-  EXPECT_EQ(vs.shader_copy_dispatches(), dispatches + 1) << "the copy did not run as copy.comp";
+  EXPECT_EQ(vs.shader_copy_dispatches(), dispatches + 1) << "the copy did not run as stream_copy.comp";
 #endif
   std::vector<uint8_t> want = base;
   std::copy(base.begin() + kSrc, base.begin() + kSrc + kBytes, want.begin() + kDst);

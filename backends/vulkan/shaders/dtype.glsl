@@ -4,7 +4,7 @@
 // words (16-bit storage) and converted with integer code, round to nearest even, exactly
 // as the host does (hal/dtype.cpp). fp8_e4m3 is read/written as bytes of 32-bit words.
 // fp4_e2m1x2 (NVFP4 indexer keys, hal/nvfp4.h) is stored as 32-bit words too, but has
-// no LD/ST: its readers decode bytes with fp4_to_f32, its writer (kv_append_ki.comp)
+// no LD/ST: its readers decode bytes with fp4_to_f32, its writer (kv_append.ki.comp)
 // packs whole groups of 16 codes.
 #define DT_F32 0
 #define DT_BF16 1

@@ -1,5 +1,5 @@
 // The attended set of one packed token under one selection, exactly as the forward
-// shaders (attention.comp): stage sparse the block_idx entries of its query block that
+// shaders (paged_attention.comp): stage sparse the block_idx entries of its query block that
 // lie in its sequence and start at or before its position, stage dense every block up to
 // its position; each block's tokens end at min(block end, position + 1). Shared by the
 // per-row passes of the training shaders, which validate as the forward does: workgroup

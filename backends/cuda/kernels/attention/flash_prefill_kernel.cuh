@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "backends/cuda/kernels/attention/choose.h"
-#include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
+#include "backends/cuda/kernels/common/mma_ptx.cuh"
 #include "backends/cuda/kernels/portable/attention_kernels.cuh"
 
 namespace msa::cuda {

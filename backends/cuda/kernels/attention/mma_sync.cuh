@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
+#include "backends/cuda/kernels/common/mma_ptx.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 
 namespace msa::cuda::dec {

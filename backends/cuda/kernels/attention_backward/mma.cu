@@ -20,7 +20,7 @@
 #include "backends/cuda/kernels/attention_backward/mma.h"
 #include "backends/cuda/kernels/attention_backward/mma_dkdv.cuh"
 #include "backends/cuda/kernels/attention_backward/mma_dq.cuh"
-#include "backends/cuda/kernels/attention_backward/mma_index.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_items.cuh"
 #include "backends/cuda/kernels/portable/attention_backward.cuh"
 
 namespace msa::cuda {
@@ -65,18 +65,12 @@ void launch_all(Stream& st, const MmaGrad& m, const PagedBackwardCall& c, float*
     MSA_CUDA_CHECK_LAUNCH();
   }
   if (m.S > 0) {
-    const auto go = [&](auto kw_tag) {
+    launch_persistent(st, m.sets.bt.Bs, [&](auto kw_tag, unsigned grid) {
       constexpr int KW = decltype(kw_tag)::value;
       using L = DkdvLayout<DP, KW>;
       allow_smem<mma_dkdv_kernel<DT, DP, KW>>(L::BYTES, pr.index);
-      const unsigned grid = static_cast<unsigned>(std::max(1, pr.sm_count) * (KW == 64 ? 2 : 1));  // persistent
       mma_dkdv_kernel<DT, DP, KW><<<grid, L::THREADS, L::BYTES, st.native()>>>(m);
-    };
-    if (chunk_keys(m.sets.bt.Bs) == 64)
-      go(std::integral_constant<int, 64>{});
-    else
-      go(std::integral_constant<int, 128>{});
-    MSA_CUDA_CHECK_LAUNCH();
+    });
   }
 }
 
@@ -86,7 +80,6 @@ void launch_all(Stream& st, const MmaGrad& m, const PagedBackwardCall& c, float*
 void attention_backward_mma(Stream& st, const PagedBackwardCall& c, const BackwardItems& items) {
   using namespace bwd;
   const PagedGrad& g = c.p;
-  const DeviceProps& pr = st.props();
   const AttendSets& sets = g.sets;
   const bool sparse = sets.bidx != nullptr;
   const int64_t T = c.T, P = c.P, S = items.slabs;
@@ -95,14 +88,7 @@ void attention_backward_mma(Stream& st, const PagedBackwardCall& c, const Backwa
   ScratchPlan plan;
   const size_t si_at = plan.reserve<SeqInfo>(sets.bt.B);
   const size_t delta_at = plan.reserve<float>(T * Hq);
-  const IndexPlan ip(plan, raw_entries(sets), P * g.Hb);
-  const size_t tok_at = plan.reserve<int>(ip.N + 1);
-  const size_t off_at = plan.reserve<int>(S + 1);
-  const size_t sem_at = plan.reserve<int>(S * chunks + 1);  // the slab chunks' flags, then the ticket
-  const size_t alt_at = plan.reserve<uint64_t>(ip.N);       // the radix sort's second buffer
-  const size_t tmp_bytes = std::max({scan_bytes(static_cast<int>(ip.N + 1)), scan_bytes(static_cast<int>(S + 1)),
-                                     sort_bytes(static_cast<int>(ip.N), key_bits(ip.buckets))});
-  const size_t tmp_at = plan.reserve<char>(static_cast<int64_t>(tmp_bytes));
+  const ItemScratch items_at(plan, raw_entries(sets), P * g.Hb, S, S * chunks);  // a flag per slab chunk
   char* ws = plan.allocate(st);
 
   auto* si = reinterpret_cast<SeqInfo*>(ws + si_at);
@@ -129,24 +115,7 @@ void attention_backward_mma(Stream& st, const PagedBackwardCall& c, const Backwa
   m.S = static_cast<int>(S);
   m.chunks = chunks;
   m.tpi = static_cast<int>(items.tpi);
-  auto* tok = reinterpret_cast<int*>(ws + tok_at);
-  auto* off = reinterpret_cast<int*>(ws + off_at);
-  auto* sem = reinterpret_cast<int*>(ws + sem_at);
-  m.tokpre = tok;
-  m.item_off = off;
-  m.sem = sem;
-  m.ticket = sem + S * chunks;
-  void* tmp = ws + tmp_at;
-
-  launch_seq_info(st, m.sets, sparse, si);
-  m.inv = inverse_index(st, m.sets, g.Hb, ip, ws, reinterpret_cast<uint64_t*>(ws + alt_at), tmp, tmp_bytes);
-  launch_entry_tokens(st, m.inv, ip.N, tok);
-  scan_in_place(st, tmp, tmp_bytes, tok, static_cast<int>(ip.N + 1));
-  slab_items_kernel<<<grid_for(S + 1, kPrepThreads, pr), kPrepThreads, 0, st.native()>>>(m.inv, tok, m.S, m.Hkv, m.Hb,
-                                                                                         m.tpi, off);
-  MSA_CUDA_CHECK_LAUNCH();
-  scan_in_place(st, tmp, tmp_bytes, off, static_cast<int>(S + 1));
-  MSA_CUDA_CHECK(cudaMemsetAsync(sem, 0, static_cast<size_t>(S * chunks + 1) * sizeof(int), st.native()));
+  build_items(st, m, items_at, ws, si, sparse, slab_items_kernel, m.Hkv, S * chunks);
 
   const bool f16 = c.dtype == hal::DType::f16;
   if (g.D <= 64) {

@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels/attention_backward/mma_layout.h"
-#include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
+#include "backends/cuda/kernels/common/mma_ptx.cuh"
 #include "backends/cuda/kernels/portable/training_index.cuh"
 
 namespace msa::cuda::bwd {

@@ -159,13 +159,7 @@ __global__ void __launch_bounds__(DkdvLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1)
         }
         ptx::cp_async_commit();
       };
-#pragma unroll
-      for (int t = 0; t < kStages - 1; ++t) issue(t);
-
-      for (int t = 0; t < ntiles; ++t) {
-        ptx::cp_async_wait<kStages - 2>();
-        __syncthreads();  // tile t landed for every thread; stage (t - 1) % kStages is free
-        issue(t + kStages - 1);
+      pipeline_tiles(ntiles, issue, [&](int t) {
         const int sidx = t % kStages;
         const char* sp = smem + L::ST_OFF + sidx * L::STAGE;
         const uint32_t qs = sbase + L::ST_OFF + sidx * L::STAGE + L::Q_AT, os = qs + (L::O_AT - L::Q_AT);
@@ -180,7 +174,7 @@ __global__ void __launch_bounds__(DkdvLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1)
           l2[h] = l == ninf ? 0.0f : l * kLog2e;
           dl[h] = reinterpret_cast<const float*>(sp + L::DELTA_AT)[r];
         }
-        if (!__any_sync(0xffffffffu, lim[0] > kb || lim[1] > kb)) continue;  // none of the warp's keys
+        if (!__any_sync(0xffffffffu, lim[0] > kb || lim[1] > kb)) return;  // none of the warp's keys
 
         // S = Q K^T, dP = dout V^T: sc[n][e] / dp[n][e] at row gq + 8 (e / 2), key
         // kb + 8 n + 2 qd + e % 2 (A: the tile's rows, rows_addr; B: kf / vf).
@@ -229,8 +223,7 @@ __global__ void __launch_bounds__(DkdvLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1)
         // dV += P^T dout, dK += dS^T Q (the tile's rows as the k dimension).
         mma_rows<DT, DP>(dv, pt, os, lane, dsteps);
         mma_rows<DT, DP>(dk, dt, qs, lane, dsteps);
-      }
-      ptx::cp_async_wait<0>();
+      });
     }
 
     // ---- the ordered hand-off: item m adds to the sums of items 0 .. m - 1 ----

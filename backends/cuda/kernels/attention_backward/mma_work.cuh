@@ -2,11 +2,12 @@
 // indexer_kl's rows and dki kernels) walk their work:
 //  - query-outer: KeyWalk, the key tiles of the blocks a token attends, in selection order;
 //  - KV-block-outer: items of a fixed token count cut from an inverse index bucket's sorted
-//    entries (item_span, stage_entries), claimed in ticket order by persistent blocks, each
-//    item adding its partial sums to its predecessors' once they are in (wait_for_items,
-//    release_item: a release/acquire flag per output chunk), so every sum has an order
-//    fixed by the index, not by scheduling. An item's predecessor holds a smaller ticket,
-//    so it runs (or ran) on a resident block: the wait cannot deadlock.
+//    entries (item_span, stage_entries), claimed in ticket order by persistent blocks,
+//    their rows gathered tile by tile (pipeline_tiles), each item adding its partial sums
+//    to its predecessors' once they are in (wait_for_items, release_item: a
+//    release/acquire flag per output chunk), so every sum has an order fixed by the index,
+//    not by scheduling. An item's predecessor holds a smaller ticket, so it runs (or ran)
+//    on a resident block: the wait cannot deadlock.
 #pragma once
 #include <cstdint>
 
@@ -97,6 +98,24 @@ __device__ __forceinline__ void stage_entries(int4* s_ent, const InverseIndex& i
     }
     s_ent[i] = r;
   }
+}
+
+// The kStages-deep cp.async pipeline over an item's tiles of 16 rows: tiles 0 ..
+// kStages - 2 are issued up front; per tile t, once it has landed for every thread (stage
+// (t - 1) % kStages is then free), tile t + kStages - 1 is issued and body(t) runs; then
+// every copy is waited for. issue(t) commits one cp.async group per call (an empty one
+// past the last tile). Call with the whole block.
+template <typename Issue, typename Body>
+__device__ __forceinline__ void pipeline_tiles(int ntiles, const Issue& issue, const Body& body) {
+#pragma unroll
+  for (int t = 0; t < kStages - 1; ++t) issue(t);
+  for (int t = 0; t < ntiles; ++t) {
+    ptx::cp_async_wait<kStages - 2>();
+    __syncthreads();
+    issue(t + kStages - 1);
+    body(t);
+  }
+  ptx::cp_async_wait<0>();
 }
 
 // Before item m of a chain adds to the running sums: waits until items 0 .. m - 1 are in.

@@ -29,8 +29,8 @@
 #include <cstdlib>
 
 #include "backends/cuda/kernels/attention/launchers.cuh"
-#include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
-#include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
+#include "backends/cuda/kernels/common/hopper_ptx.cuh"
+#include "backends/cuda/kernels/common/mma_ptx.cuh"
 
 namespace msa::cuda {
 namespace {

@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "backends/cuda/kernels/attention_backward/mma_index.cuh"
+#include "backends/cuda/kernels/attention_backward/mma_items.cuh"
 #include "backends/cuda/kernels/indexer_kl/mma.h"
 #include "backends/cuda/kernels/indexer_kl/mma_dki.cuh"
 #include "backends/cuda/kernels/indexer_kl/mma_rows.cuh"
@@ -24,7 +24,6 @@ namespace msa::cuda {
 namespace klmma {
 namespace {
 
-using bwd::chunk_keys;
 using bwd::kPrepThreads;
 
 // cnt[s] = items of list s (page s / Hs, selection head s % Hs): ceil(tokens / tpi), at
@@ -65,18 +64,12 @@ void launch_all(Stream& st, const KlMma& m, int64_t T, int64_t P) {
     MSA_CUDA_CHECK_LAUNCH();
   }
   if (P > 0) {
-    const auto go = [&](auto kw_tag) {
+    bwd::launch_persistent(st, m.sets.bt.Bs, [&](auto kw_tag, unsigned grid) {
       constexpr int KW = decltype(kw_tag)::value;
       using L = KlDkiLayout<DP, KW>;
       allow_smem<kl_dki_kernel<DT, DP, KW>>(L::BYTES, pr.index);
-      const unsigned grid = static_cast<unsigned>(std::max(1, pr.sm_count) * (KW == 64 ? 2 : 1));  // persistent
       kl_dki_kernel<DT, DP, KW><<<grid, L::THREADS, L::BYTES, st.native()>>>(m);
-    };
-    if (chunk_keys(m.sets.bt.Bs) == 64)
-      go(std::integral_constant<int, 64>{});
-    else
-      go(std::integral_constant<int, 128>{});
-    MSA_CUDA_CHECK_LAUNCH();
+    });
   }
 }
 
@@ -85,7 +78,6 @@ void launch_all(Stream& st, const KlMma& m, int64_t T, int64_t P) {
 
 void indexer_kl_mma(Stream& st, const ops::IndexerKlArgs& a, const KlItems& items) {
   using namespace klmma;
-  const DeviceProps& pr = st.props();
   const int64_t T = a.q.dim(0), Hq = a.q.dim(1), D = a.q.dim(2);
   const int64_t P = a.k_cache.dim(0), Hkv = a.k_cache.dim(1);
   const int64_t Hs = a.qi.dim(1), Di = a.qi.dim(2);
@@ -100,15 +92,7 @@ void indexer_kl_mma(Stream& st, const ops::IndexerKlArgs& a, const KlItems& item
   ScratchPlan plan;
   const size_t si_at = plan.reserve<SeqInfo>(sets.bt.B);
   const size_t stat_at = plan.reserve<float2>(T * Hs);
-  const IndexPlan ip(plan, raw_entries(sets), P * m.Hb);
-  const size_t tok_at = plan.reserve<int>(ip.N + 1);
-  const size_t off_at = plan.reserve<int>(S + 1);
-  const size_t sem_at = plan.reserve<int>(P * chunks + 1);  // the page chunks' flags, then the ticket
-  const size_t alt_at = plan.reserve<uint64_t>(ip.N);       // the radix sort's second buffer
-  const size_t tmp_bytes =
-      std::max({bwd::scan_bytes(static_cast<int>(ip.N + 1)), bwd::scan_bytes(static_cast<int>(S + 1)),
-                bwd::sort_bytes(static_cast<int>(ip.N), bwd::key_bits(ip.buckets))});
-  const size_t tmp_at = plan.reserve<char>(static_cast<int64_t>(tmp_bytes));
+  const bwd::ItemScratch items_at(plan, raw_entries(sets), P * m.Hb, S, P * chunks);  // a flag per page chunk
   char* ws = plan.allocate(st);
 
   auto* si = reinterpret_cast<SeqInfo*>(ws + si_at);
@@ -138,24 +122,7 @@ void indexer_kl_mma(Stream& st, const ops::IndexerKlArgs& a, const KlItems& item
   m.S = static_cast<int>(S);
   m.chunks = static_cast<int>(chunks);
   m.tpi = static_cast<int>(items.tpi);
-  auto* tok = reinterpret_cast<int*>(ws + tok_at);
-  auto* off = reinterpret_cast<int*>(ws + off_at);
-  auto* sem = reinterpret_cast<int*>(ws + sem_at);
-  m.tokpre = tok;
-  m.item_off = off;
-  m.sem = sem;
-  m.ticket = sem + P * chunks;
-  void* tmp = ws + tmp_at;
-
-  launch_seq_info(st, m.sets, sparse, si);
-  m.inv = bwd::inverse_index(st, m.sets, m.Hb, ip, ws, reinterpret_cast<uint64_t*>(ws + alt_at), tmp, tmp_bytes);
-  bwd::launch_entry_tokens(st, m.inv, ip.N, tok);
-  bwd::scan_in_place(st, tmp, tmp_bytes, tok, static_cast<int>(ip.N + 1));
-  list_items_kernel<<<grid_for(S + 1, kPrepThreads, pr), kPrepThreads, 0, st.native()>>>(m.inv, tok, m.S, m.Hs, m.Hb,
-                                                                                         m.tpi, off);
-  MSA_CUDA_CHECK_LAUNCH();
-  bwd::scan_in_place(st, tmp, tmp_bytes, off, static_cast<int>(S + 1));
-  MSA_CUDA_CHECK(cudaMemsetAsync(sem, 0, static_cast<size_t>(P * chunks + 1) * sizeof(int), st.native()));
+  bwd::build_items(st, m, items_at, ws, si, sparse, list_items_kernel, m.Hs, P * chunks);
 
   if (DP == 64)
     launch_all<kBF16, 64>(st, m, T, P);

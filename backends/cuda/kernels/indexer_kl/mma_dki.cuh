@@ -171,13 +171,7 @@ __global__ void __launch_bounds__(KlDkiLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1
         }
         ptx::cp_async_commit();
       };
-#pragma unroll
-      for (int t = 0; t < kStages - 1; ++t) issue(t);
-
-      for (int t = 0; t < ntiles; ++t) {
-        ptx::cp_async_wait<kStages - 2>();
-        __syncthreads();  // tile t landed for every thread; stage (t - 1) % kStages is free
-        issue(t + kStages - 1);
+      bwd::pipeline_tiles(ntiles, issue, [&](int t) {
         const int sidx = t % kStages;
         const char* sp = smem + L::ST_OFF + sidx * L::STAGE;
         const uint32_t qs = sbase + L::ST_OFF + sidx * L::STAGE + L::Q_AT, is = qs + (L::I_AT - L::Q_AT);
@@ -197,7 +191,7 @@ __global__ void __launch_bounds__(KlDkiLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1
           cr.lone[h] = cr.lead[h] ? reinterpret_cast<const float*>(sp + L::PL_AT)[r] : -1.0f;
           cr.w[h] = cr.lead[h] ? reinterpret_cast<const float*>(sp + L::W_AT)[r] * p.scale_i : 0.0f;
         }
-        if (!__any_sync(0xffffffffu, cr.lim[0] > kb || cr.lim[1] > kb)) continue;  // none of the warp's keys
+        if (!__any_sync(0xffffffffu, cr.lim[0] > kb || cr.lim[1] > kb)) return;  // none of the warp's keys
 
         // S = Q K^T: sc[n][e] at row gq + 8 (e / 2), key kb + 8 n + 2 qd + e % 2 (A: the
         // tile's rows, rows_addr; B: kf); then P and its column sums.
@@ -242,8 +236,7 @@ __global__ void __launch_bounds__(KlDkiLayout<DP, KW>::THREADS, KW == 64 ? 2 : 1
         const uint32_t ct[4] = {ptx::movmatrix_t(ca[0]), ptx::movmatrix_t(ca[2]), ptx::movmatrix_t(ca[1]),
                                 ptx::movmatrix_t(ca[3])};
         mma_rep_rows<DP>(dki, ct, is, lane, isteps, gmask);  // dki += gradient^T x qi (the rows as k)
-      }
-      ptx::cp_async_wait<0>();
+      });
     }
 
     // ---- the ordered hand-off: item m adds to the sums of items 0 .. m - 1 ----

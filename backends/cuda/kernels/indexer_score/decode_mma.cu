@@ -53,9 +53,9 @@
 #include <string>
 
 #include "backends/cuda/check.h"
-#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
 #include "backends/cuda/kernels/indexer_score/choose.h"
 #include "backends/cuda/kernels/indexer_score/decode_mma.h"
+#include "backends/cuda/kernels/indexer_score/max_nan.cuh"
 #include "backends/cuda/kernels/portable/indexer_batch.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"

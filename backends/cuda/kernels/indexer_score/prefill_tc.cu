@@ -40,7 +40,7 @@
 #include <cfloat>
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
+#include "backends/cuda/kernels/indexer_score/max_nan.cuh"
 #include "backends/cuda/kernels/indexer_score/prefill.h"
 #include "backends/cuda/kernels/indexer_score/prefill_layout.h"
 #include "backends/cuda/kernels/indexer_score/prefill_tile.cuh"

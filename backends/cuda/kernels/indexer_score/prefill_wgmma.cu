@@ -44,12 +44,12 @@
 #include <cfloat>
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
-#include "backends/cuda/kernels/cuda_only/max_nan.cuh"
-#include "backends/cuda/kernels/cuda_only/tensor_map.h"
+#include "backends/cuda/kernels/common/hopper_ptx.cuh"
+#include "backends/cuda/kernels/indexer_score/max_nan.cuh"
 #include "backends/cuda/kernels/indexer_score/prefill.h"
 #include "backends/cuda/kernels/indexer_score/prefill_layout.h"
 #include "backends/cuda/kernels/indexer_score/prefill_tile.cuh"
+#include "backends/cuda/kernels/indexer_score/tensor_map.h"
 #include "backends/cuda/kernels/portable/indexer_batch.cuh"
 #include "backends/cuda/kernels/portable/launch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"

@@ -7,7 +7,7 @@
 
 #include "backends/cuda/kernels/attention/choose.h"
 #include "backends/cuda/kernels/attention/mma_sync.cuh"
-#include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
+#include "backends/cuda/kernels/common/hopper_ptx.cuh"
 #include "backends/cuda/kernels/portable/attention_kernels.cuh"
 
 namespace msa::cuda {

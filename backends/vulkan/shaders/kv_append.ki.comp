@@ -107,10 +107,10 @@ void main() {
   if (t >= pc.T || pc.B == 0u) return;
   uint b = seq_find(t);
   SeqInfo s = seq_info(b, maxkv);
-  if (!s.ok || int(t) < s.q0 || int(t) >= s.q0 + s.qlen) return;  // flagged by kv_append_kv
+  if (!s.ok || int(t) < s.q0 || int(t) >= s.q0 + s.qlen) return;  // flagged by kv_append.kv
   uint pos = uint(s.pos0 + (int(t) - s.q0));
   int page = bt_d[pc.off_bt + b * pc.max_blocks + pos / pc.Bs];
-  if (page < 0 || uint(page) >= pc.P) return;  // flagged by kv_append_kv
+  if (page < 0 || uint(page) >= pc.P) return;  // flagged by kv_append.kv
   uint row = uint(page) * pc.Bs + pos % pc.Bs;
 #if KC_TYPE == DT_FP4
   for (uint g = tid; g < pc.Di / 16u; g += WGS) quantize_group(t, row, g);

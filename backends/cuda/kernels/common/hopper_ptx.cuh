@@ -1,7 +1,7 @@
-// CUDA-only Hopper (sm_90a) inline-PTX helpers for the Hopper-tier kernels of this folder:
+// CUDA-only Hopper (sm_90a) inline-PTX helpers for the Hopper-tier kernels:
 // warpgroup MMA (wgmma.mma_async) with shared-memory matrix descriptors, mbarriers with
 // transaction counts, bulk asynchronous copies (cp.async.bulk, 1D) and 2D TMA tile loads
-// (cp.async.bulk.tensor; the maps come from tensor_map.h).
+// (cp.async.bulk.tensor; e.g. the maps of indexer_score/tensor_map.h).
 //
 // Layouts follow the PTX ISA ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate"):
 // - A tile of R rows x 64 bf16/f16 (128 bytes per row) stored with the 128-byte swizzle:
@@ -16,7 +16,7 @@
 #pragma once
 #include <cstdint>
 
-#include "backends/cuda/kernels/cuda_only/mma_ptx.cuh"
+#include "backends/cuda/kernels/common/mma_ptx.cuh"
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define MSA_HOPPER_PTX 1

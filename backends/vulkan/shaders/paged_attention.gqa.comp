@@ -14,9 +14,9 @@
 // unpacked once per 2 rows, not once per row). Keys outside the attended set are never
 // loaded (zero-filled), so NaN in cache slack cannot reach an output.
 // SPLIT=1: each workgroup writes its normalised f32 partial and LSE to scratch, merged by
-// attn_combine.comp in fixed split order; SPLIT=0: out and lse directly.
+// paged_attention.combine.comp in fixed split order; SPLIT=0: out and lse directly.
 // A_TYPE: dtype of q, the caches and out. Requires D % 8 == 0, D <= 128, the K/V views
-// 16-byte aligned (host checks; other shapes use attention.comp).
+// 16-byte aligned (host checks; other shapes use paged_attention.comp).
 // BDA=1: K and V are read through their buffer device addresses (push constants k_addr,
 // v_addr: the views' first bytes) instead of bindings 2 and 3, for caches larger than
 // maxStorageBufferRange (8 GiB each at B = 8, 1M); the uvec4 indices stay 32-bit (up to

@@ -1,4 +1,4 @@
-// CUDA-only (sm_80+) inline-PTX helpers for the tensor-core kernels of this folder:
+// CUDA-only (sm_80+) inline-PTX helpers for the tensor-core kernels outside the portable tier:
 // cp.async 16-byte copies (with zero fill) and 4-byte ones, ldmatrix (plain and
 // transposed), movmatrix (a fragment transposed), mma.sync m16n8k16 with f32 accumulation
 // for bf16/f16, packing two floats into one bf16x2/f16x2 register, acquire/release flags,

@@ -1,8 +1,9 @@
-// Host side of the TMA tile loads of the Hopper-tier kernels in this folder: the driver's
-// cuTensorMapEncodeTiled, found through the runtime's entry-point query (no link against
-// libcuda), and the one map shape they use: a [rows][cols] matrix of 16-bit elements read
-// in boxes of 64 columns (128 bytes) x box_rows rows, stored with the 128-byte swizzle
-// (16-byte chunk c of row r at chunk c ^ r % 8; the layout of hopper_ptx.cuh).
+// Host side of the TMA tile loads of the Hopper-tier indexer_score kernel
+// (prefill_wgmma.cu): the driver's cuTensorMapEncodeTiled, found through the runtime's
+// entry-point query (no link against libcuda), and the one map shape it uses: a
+// [rows][cols] matrix of 16-bit elements read in boxes of 64 columns (128 bytes) x
+// box_rows rows, stored with the 128-byte swizzle (16-byte chunk c of row r at chunk
+// c ^ r % 8; the layout of common/hopper_ptx.cuh).
 #pragma once
 #include <cuda.h>
 #include <cudaTypedefs.h>

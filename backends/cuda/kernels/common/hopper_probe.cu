@@ -3,11 +3,11 @@
 // runtime picked for a device tell whether the Hopper kernels have real bodies there.
 // (cudaFuncAttributes::binaryVersion cannot: it reads 90 for sm_90, sm_90a and PTX
 // JIT-compiled on a 9.0 device alike.)
-#include "backends/cuda/kernels/cuda_only/hopper_probe.h"
+#include "backends/cuda/kernels/common/hopper_probe.h"
 
 #include <atomic>
 
-#include "backends/cuda/kernels/cuda_only/hopper_ptx.cuh"
+#include "backends/cuda/kernels/common/hopper_ptx.cuh"
 
 namespace msa::cuda {
 namespace {

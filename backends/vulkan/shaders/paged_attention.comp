@@ -4,7 +4,7 @@
 // block-major KV cache. One workgroup per (token t, query head h, split): the split
 // takes `per_split` consecutive units of the key set (block_idx entries, or logical
 // blocks for dense). With SPLIT=1 each workgroup writes its normalised partial output
-// and LSE in f32 to scratch for attn_combine.comp; with SPLIT=0 (one split) it writes
+// and LSE in f32 to scratch for paged_attention.combine.comp; with SPLIT=0 (one split) it writes
 // out and lse directly. A_TYPE: dtype of q, the caches and out.
 #include "common.glsl"
 

@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Combines the split partial results of attention.comp / attention_gqa.comp (SPLIT=1):
+// Combines the split partial results of paged_attention.comp / paged_attention.gqa.comp (SPLIT=1):
 // for each (token, head) row, out = sum_s w_s o_s / sum_s w_s and lse = M + log(sum_s w_s)
 // with w_s = exp(lse_s - M), M = max_s lse_s (a split that attended nothing has
 // lse_s = -inf and weight 0; a split with a non-finite row has lse_s = NaN, which makes
