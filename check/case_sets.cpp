@@ -625,6 +625,29 @@ void add_perf(CaseList& c, double scale) {
       c.push_back(msa_layer_case(e));
     }
   }
+  // Multi-token decode (speculative drafts, MTP): q_len 2-16 at B = 8 over 128K and 1M,
+  // and a serving batch (B = 128 at 50K, q_len 1 and 8); the draft tokens' queries
+  // independent or correlated (a slow random walk, as adjacent tokens' are).
+  auto mtp = [&](int B, int64_t L, int ql, DType ki, bool correlated) {
+    const int32_t l = scaled(L, 16 + ql);
+    AttnParams p =
+        ref({std::vector<int32_t>(static_cast<size_t>(B), ql), std::vector<int32_t>(static_cast<size_t>(B), l)}, 1);
+    p.ki_dtype = ki;
+    p.correlated = correlated;
+    return p;
+  };
+  for (int64_t L : {int64_t{128} << 10, int64_t{1} << 20})
+    for (int ql : {2, 4, 8, 16}) {
+      c.push_back(indexer_score_case(mtp(8, L, ql, kFP4, false)));
+      c.push_back(msa_layer_case(mtp(8, L, ql, kFP4, false)));
+      c.push_back(msa_layer_case(mtp(8, L, ql, kFP4, true)));
+      c.push_back(sparse_attention_case(mtp(8, L, ql, kFP4, true)));
+    }
+  for (int ql : {1, 8}) {
+    c.push_back(indexer_score_case(mtp(128, 51200, ql, kFP8, false)));
+    c.push_back(msa_layer_case(mtp(128, 51200, ql, kFP8, false)));
+    c.push_back(msa_layer_case(mtp(128, 51200, ql, kFP8, true)));
+  }
   // ViT: windows of 4 temporal patches of 32x32 patches (4096 tokens), two windows.
   VitParams v;
   const int32_t side = std::max<int32_t>(2, static_cast<int32_t>(std::lround(32 * std::sqrt(scale))));
