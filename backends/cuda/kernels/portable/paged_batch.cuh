@@ -12,7 +12,7 @@
 namespace msa::MSA_GPU_NS {
 
 // T packed query tokens; Bs tokens per KV block; P cache pages.
-inline Batch to_batch(Stream& st, const ops::PagedBatch& pb, int64_t T, int64_t Bs, int64_t P, hal::OpId op) {
+inline Batch to_batch(const Stream& st, const ops::PagedBatch& pb, int64_t T, int64_t Bs, int64_t P, hal::OpId op) {
   Batch bt;
   bt.cu_q = pb.cu_q.data<int32_t>();
   bt.kv_len = pb.kv_len.data<int32_t>();

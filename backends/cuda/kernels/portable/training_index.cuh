@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backends/cuda/kernels/portable/paged_batch.cuh"
 #include "backends/cuda/kernels/portable/seq.cuh"
 #include "backends/cuda/kernels/portable/sort_keys.cuh"
 #include "hal/op_id.h"
@@ -279,24 +280,6 @@ inline InverseIndex build_inverse(Stream& st, const AttendSets& a, int Hb, const
   return InverseIndex{ent, keys, begin};
 }
 
-// The batch of a paged training call (cu_q, kv_len, block_table), as the forward kernels
-// see it.
-inline Batch paged_batch(Stream& st, const hal::Tensor& cu_q, const hal::Tensor& kv_len, const hal::Tensor& block_table,
-                         const hal::Tensor& k_cache, int64_t T, hal::OpId op) {
-  Batch bt;
-  bt.cu_q = cu_q.data<int32_t>();
-  bt.kv_len = kv_len.data<int32_t>();
-  bt.block_table = block_table.data<int32_t>();
-  bt.B = static_cast<int>(kv_len.dim(0));
-  bt.T = static_cast<int>(T);
-  bt.max_blocks = static_cast<int>(block_table.dim(1));
-  bt.Bs = static_cast<int>(k_cache.dim(2));
-  bt.P = k_cache.dim(0);
-  bt.flag = st.error_flag();
-  bt.op = static_cast<int>(op);
-  return bt;
-}
-
 // The attended sets of a paged training call (Args: its cu_q, kv_len, block_table and
 // k_cache): the selection of `block_idx` [NQ][Hs][k] in query blocks of Qb, or with
 // block_idx null every causal block.
@@ -304,7 +287,7 @@ template <typename Args>
 AttendSets attend_sets(Stream& st, const Args& a, int64_t T, const hal::Tensor* block_idx, int Qb, int64_t NQ,
                        hal::OpId op) {
   AttendSets sets;
-  sets.bt = paged_batch(st, a.cu_q, a.kv_len, a.block_table, a.k_cache, T, op);
+  sets.bt = to_batch(st, ops::batch_of(a), T, a.k_cache.dim(2), a.k_cache.dim(0), op);
   if (block_idx != nullptr) {
     sets.bidx = block_idx->data<int32_t>();
     sets.k = static_cast<int>(block_idx->dim(2));
