@@ -122,7 +122,7 @@ IndexerKernel choose_indexer_score(const IndexerShape& s, const DeviceProps& pr,
 
 DecodeGroups decode_groups(const IndexerShape& s, const Tuning& t) {
   DecodeGroups d;
-  d.items = d.full = s.T;
+  d.items = d.full = s.NQ;  // one token per group: a grid item per query block
   const int64_t mean = mean_qlen(s);
   if (t.indexer_groups == 0 || mean <= 1 || s.Hi < 1 || s.Hi > 8) return d;
   const int64_t cols = std::min<int64_t>(mean, kDecodeMaxQlen) * s.Hi;

@@ -45,7 +45,7 @@ inline constexpr int kDecodeMaxQlen = 16;
 struct DecodeGroups {
   int tokens = 1;     // tokens per group (a sequence's last group may hold fewer)
   int ntiles = 1;     // 8-column mma tiles per group
-  int64_t items = 0;  // groups the grid covers: at least the call's, at most T
+  int64_t items = 0;  // groups the grid covers: at least the call's, at most T (one token: NQ)
   int64_t full = 0;   // groups of a batch of equal q_len, ceil(T / tokens): what the split targets
 };
 DecodeGroups decode_groups(const IndexerShape& s, const Tuning& t);

@@ -106,7 +106,7 @@ struct Params {
   int splits = 1;
   int tokens = 1;     // tokens per group (decode_groups)
   int ntiles = 1;     // 8-column mma tiles per group: the kernel's NT
-  int64_t items = 0;  // groups in the grid (tokens = 1: NQ)
+  int64_t items = 0;  // groups in the grid (decode_groups)
   FusedTopk topk;
 };
 
@@ -618,11 +618,11 @@ Params decode_params(Stream& st, const ops::IndexerScoreArgs& a) {
   p.raw_max = nvfp4 && !p.pool_lse && a.scale > 0.0f && a.scale * 128.0f <= FLT_MAX;
   const DecodeGroups dg = decode_groups(indexer_shape(a), st.tuning());
   p.tokens = dg.tokens;
-  p.items = dg.tokens == 1 ? a.NQ : dg.items;
+  p.items = dg.items;
   p.ntiles = dg.ntiles;
   // The split fills the machine for the groups a batch of equal q_len has; the grid's
   // other items (ragged batches' partial groups) find no tokens and return.
-  p.splits = indexer_splits(st, dg.tokens == 1 ? a.NQ : dg.full, p.bt.max_blocks, kWarps);
+  p.splits = indexer_splits(st, dg.full, p.bt.max_blocks, kWarps);
   return p;
 }
 
