@@ -4,7 +4,8 @@
 // shaders/patch_attention_3d.comp, shaders/attn_core.glsl). Sparse attention with Qb = 1
 // (decode) takes the GQA path where the device allows it: one workgroup per (token, KV
 // head, split of the selected tiles) serving the whole query-head group
-// (shaders/paged_attention.gqa.comp), merged by paged_attention.combine. K/V caches larger than one
+// (shaders/paged_attention.gqa.comp), merged by paged_attention.combine; dense attention
+// takes the same kernel over every visible block. K/V caches larger than one
 // storage-buffer binding (maxStorageBufferRange: 4 GiB on NVIDIA; B = 8 at 1M is 8 GiB
 // each) go to the GQA kernel's variant that reads them through buffer device addresses;
 // other paths refuse them.
@@ -121,14 +122,17 @@ inline constexpr uint32_t kGqaShared = 32 << 10;  // shared memory it needs, rou
 // time is its chain of dependent loads and barriers, and the GPU runs many at once. (A
 // fixed total of 512 workgroups would give B = 8 4 tiles per workgroup where B = 1 gets
 // 2 in 128: twice the chain, and a call time that grows with the batch.)
-// Splits only grow past gqa_groups (8192) workgroups (large batches, prefill).
+// Splits only grow past gqa_groups (8192) workgroups (large batches, prefill). Dense calls
+// stop at gqa_dense_groups (2048): their key sets are long, so a split is long enough
+// anyway, and each split adds a partial for paged_attention.combine to read.
 
 inline uint32_t gqa_tile_keys(hal::DType t) { return t == hal::DType::f32 ? 16 : 32; }  // TK
 
-// "" when the GQA kernel handles this call, else why not (then paged_attention.comp runs it).
-inline std::string gqa_unsupported(const ops::SparseAttentionArgs& a) {
+// "" when the device and the shape suit the GQA kernel (G <= 16, D % 8 == 0, D <= 128,
+// subgroup shuffles, 32 KiB of shared memory, 16-byte aligned K/V views), else why not.
+template <typename Args>
+std::string gqa_shape_unsupported(const Args& a) {
   const Caps& caps = device_of(a.q, "q").caps();
-  if (a.Qb != 1) return "Qb > 1";
   const int64_t Hq = a.q.dim(1), Hkv = a.k_cache.dim(1), D = a.q.dim(2);
   if (Hkv <= 0 || Hq % Hkv != 0 || Hq / Hkv > kGqaRows) return "G > 16";
   if (D <= 0 || D % 8 != 0 || D > 128) return "D not a multiple of 8 up to 128";
@@ -140,29 +144,50 @@ inline std::string gqa_unsupported(const ops::SparseAttentionArgs& a) {
   return "";
 }
 
+// "" when the GQA kernel handles this sparse call, else why not (then paged_attention.comp runs it).
+inline std::string gqa_unsupported(const ops::SparseAttentionArgs& a) {
+  if (a.Qb != 1) return "Qb > 1";
+  return gqa_shape_unsupported(a);
+}
+
+// "" when the GQA kernel handles this dense call: every shape it suits, prefill too (each
+// token's workgroups read its visible blocks once for the whole query-head group);
+// --tuning gqa_dense=0 sends dense calls to paged_attention.comp.
+inline std::string gqa_unsupported(const ops::DenseAttentionArgs& a) {
+  if (device_of(a.q, "q").settings().gqa_dense == 0) return "gqa_dense=0";
+  return gqa_shape_unsupported(a);
+}
+
 // Whether the GQA kernel takes K/V by device address (caches past one binding, or forced).
-inline bool gqa_by_address(const ops::SparseAttentionArgs& a) {
+template <typename Args>
+bool gqa_by_address(const Args& a) {
   return use_addresses(device_of(a.q, "q"), {&a.k_cache, &a.v_cache});
 }
 
-inline void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
-  const char* name = "sparse_block_attention";
-  const hal::OpId op = hal::OpId::sparse_block_attention;
+// The GQA kernel over the selection `block_idx` ([NQ][Hs][k]), or with block_idx absent
+// (dense_attention) over every block of each token's sequence up to its causal limit:
+// entry e is logical block e, k = max_blocks.
+template <typename Args>
+void gqa_attention(hal::Stream& s, const Args& a, const hal::Tensor& block_idx, int64_t NQ, bool shared_mode,
+                   hal::OpId op) {
+  const char* name = hal::op_name(op);
+  const bool dense = !block_idx.present();
   const bool by_address = gqa_by_address(a);
   AttnGqaBdaPC bpc{};
   AttnGqaPC& pc = bpc.p;
   set_paged_shape(pc, a, name);
   pc.G = pc.Hq / pc.Hkv;
-  pc.NQ = u32(a.NQ, name, "NQ");
-  pc.k = u32(a.block_idx.dim(2), name, "block_idx");
-  pc.Hs = a.mode == ops::SelectionMode::shared ? 1 : u32(a.block_idx.dim(1), name, "block_idx");
+  pc.dense = dense ? 1 : 0;
+  pc.NQ = dense ? pc.T : u32(NQ, name, "NQ");
+  pc.k = dense ? pc.max_blocks : u32(block_idx.dim(2), name, "block_idx");
+  pc.Hs = dense || shared_mode ? 1 : u32(block_idx.dim(1), name, "block_idx");
   const uint32_t tk = gqa_tile_keys(a.q.dtype);
   pc.tpb = (pc.Bs + tk - 1) / tk;
-  const uint32_t units = pc.k * pc.tpb;
+  const uint32_t units = u32(uint64_t{pc.k} * pc.tpb, name, "block_table");
   const uint64_t base = uint64_t{pc.T} * pc.Hkv;  // workgroups without a split
   const Tuning& tuning = device_of(a.q, "q").settings();
   const uint32_t per = static_cast<uint32_t>(tuning.gqa_units);
-  const uint64_t max_groups = static_cast<uint64_t>(tuning.gqa_groups);
+  const uint64_t max_groups = static_cast<uint64_t>(dense ? tuning.gqa_dense_groups : tuning.gqa_groups);
   uint32_t n_split = 1;
   if (base > 0 && base < max_groups && units > per)
     n_split = static_cast<uint32_t>(std::min<uint64_t>((max_groups + base - 1) / base, (units + per - 1) / per));
@@ -173,13 +198,13 @@ inline void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
   auto bind_inputs = [&](Launch& l) {
     if (by_address) {
       uint64_t kv[2];
-      bind_paged(l, pc, a, a.block_idx, kv);
+      bind_paged(l, pc, a, block_idx, kv);
       bpc.k_addr = kv[0];
       bpc.v_addr = kv[1];
       return;
     }
-    bind_paged(l, pc, a, a.block_idx);
-    pc.off_k = pc.off_k * esize / 16;  // K and V as uvec4: 16-byte aligned (gqa_unsupported)
+    bind_paged(l, pc, a, block_idx);
+    pc.off_k = pc.off_k * esize / 16;  // K and V as uvec4: 16-byte aligned (gqa_shape_unsupported)
     pc.off_v = pc.off_v * esize / 16;
   };
   const uint64_t rows = uint64_t{pc.T} * pc.Hq;
@@ -187,6 +212,18 @@ inline void sparse_gqa(hal::Stream& s, const ops::SparseAttentionArgs& a) {
     run_attention(s, a, "paged_attention_gqa_bda", bpc, bind_inputs, rows, base, pc.n_split, pc.D, pc.B, op);
   else
     run_attention(s, a, "paged_attention_gqa", pc, bind_inputs, rows, base, pc.n_split, pc.D, pc.B, op);
+}
+
+// supports() of a call the GQA kernel takes with K/V by device address: the caches must be
+// addressable, the other tensors bindable.
+template <typename Args>
+std::string supports_gqa_by_address(const Args& a, const hal::Tensor& block_idx) {
+  const VulkanDevice& dev = device_of(a.q, "q");
+  if (std::string why = check_head_dim(a.q.dim(2)); !why.empty()) return why;
+  if (a.q.dim(0) * a.q.dim(1) >= (int64_t{1} << 32)) return "T * Hq >= 2^32";
+  for (const hal::Tensor* kv : {&a.k_cache, &a.v_cache})
+    if (std::string why = check_addressable(dev, *kv, 16); !why.empty()) return why;
+  return check_bindable(dev, {&a.q, &a.block_table, &a.kv_len, &a.cu_q, &block_idx, &a.out, &a.lse});
 }
 
 // Shared by the sparse and dense paths (block_idx absent for dense). Long key sets of

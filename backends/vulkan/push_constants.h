@@ -25,11 +25,12 @@ struct AttnGqaPC {
   uint32_t n_split;    // workgroups per (token, KV head)
   uint32_t per_split;  // units (tiles of keys) per split
   uint32_t tpb;        // units per KV block
+  uint32_t dense;      // 1: entry e is logical block e (dense_attention; k = max_blocks, no block_idx)
 };
-static_assert(sizeof(AttnGqaPC) == 25 * 4);
+static_assert(sizeof(AttnGqaPC) == 26 * 4);
 
 // shaders/paged_attention.gqa.comp with BDA=1: K and V by device address (bytes), then the rest
-// as above (off_k / off_v 0). 116 bytes in the shader, within the 128 guaranteed.
+// as above (off_k / off_v 0). 120 bytes in the shader, within the 128 guaranteed.
 struct AttnGqaBdaPC {
   uint64_t k_addr, v_addr;
   AttnGqaPC p;

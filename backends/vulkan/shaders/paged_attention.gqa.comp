@@ -2,10 +2,12 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 // sparse_block_attention with token-level selection (Qb = 1: decode, and prefill with
-// Qb = 1), GQA-shared: one workgroup per (token t, KV head g, split) serves all G <= 16
-// query heads of the group from one read of each selected K/V slab. The selected blocks
-// are cut into tiles of TK keys ("units": block_idx entry x part of the block); a split
-// takes `per_split` consecutive units. Per tile, the workgroup loads K and V with
+// Qb = 1) and dense_attention (pc.dense = 1: entry e of every token's list is logical
+// block e, k = max_blocks, no block_idx), GQA-shared: one workgroup per (token t, KV
+// head g, split) serves all G <= 16 query heads of the group from one read of each
+// selected K/V slab. The selected blocks are cut into tiles of TK keys ("units": entry x
+// part of the block); a split takes `per_split` consecutive units, and dense splits past
+// the token's causal limit attend nothing and load nothing. Per tile, the workgroup loads K and V with
 // coalesced 16-byte loads (uvec4, issued one tile ahead into registers), stores them to
 // shared memory, computes S = Q K^T (each invocation RPT rows x 1 key), the online
 // softmax in base 2 (each query row owned by 8 invocations of one subgroup, reduced with
@@ -37,6 +39,7 @@ layout(push_constant) uniform PushConstants {
   uint n_split;    // workgroups per (token, KV head)
   uint per_split;  // units (tiles of TK keys) per split
   uint tpb;        // units per KV block: ceil(Bs / TK)
+  uint dense;      // 1: entry e is logical block e (dense_attention), block_idx unused
 } pc;
 
 #if SPLIT
@@ -147,6 +150,9 @@ void unpack2(uvec4 w, out vec4 lo, out vec4 hi) {
     sh_v[j_ * CPR + ch_] = in_ ? vsrc : uvec4(0u);                        \
   }
 
+// Entry e of the selection list starting at idx_d[sel] (dense: logical block e).
+int entry(uint sel, uint e) { return pc.dense != 0u ? int(e) : idx_d[sel + e]; }
+
 uint next_unit(uint u, uint nt) {
   while (u < nt && sh_un[u] == 0u) ++u;
   return u;
@@ -158,7 +164,7 @@ void main() {
   uint maxkv = pc.max_blocks * pc.Bs;
   if (gid == 0u) {  // uniform
     uint nq = wg_seq_validate(maxkv, 1u, true);
-    if (tid == 0u && nq != pc.NQ) flag_error(ERR_NQ);
+    if (tid == 0u && pc.dense == 0u && nq != pc.NQ) flag_error(ERR_NQ);
   }
   uint split = gid % pc.n_split, tg = gid / pc.n_split;
   if (tg >= pc.T * pc.Hkv) return;  // uniform
@@ -177,14 +183,14 @@ void main() {
   // and rows past the attended keys are zeroed when stored.
   int spec_c = -1, spec_pg = -1;
   if (tid < min(WGS, u1 - min(u0, u1)) && t < pc.NQ) {
-    spec_c = idx_d[pc.off_idx + (t * pc.Hs + gs) * pc.k + (u0 + tid) / pc.tpb];
+    spec_c = entry(pc.off_idx + (t * pc.Hs + gs) * pc.k, (u0 + tid) / pc.tpb);
     if (spec_c >= 0 && uint(spec_c) < pc.max_blocks && t < pc.B) spec_pg = bt_d[pc.off_bt + t * pc.max_blocks + uint(spec_c)];
   }
   uvec4 kr0, kr1, kr2, kr3, vr0, vr1, vr2, vr3;  // the next tile, in flight
   uint spec_base = INVALID;
   if (u0 < u1 && t < pc.NQ && t < pc.B) {  // uniform
     uint e0 = u0 / pc.tpb, part0 = u0 % pc.tpb;
-    int c = idx_d[pc.off_idx + (t * pc.Hs + gs) * pc.k + e0];
+    int c = entry(pc.off_idx + (t * pc.Hs + gs) * pc.k, e0);
     int page = c >= 0 && uint(c) < pc.max_blocks ? bt_d[pc.off_bt + t * pc.max_blocks + uint(c)] : -1;
     if (page >= 0 && uint(page) < pc.P && part0 * TK < pc.Bs) {
       uint ub_ = ((uint(page) * pc.Hkv + g) * pc.Bs + part0 * TK) * cpr, un_ = min(TK, pc.Bs - part0 * TK);
@@ -232,18 +238,19 @@ void main() {
     nblk = (uint(lk.s.kvl) + pc.Bs - 1u) / pc.Bs;
     if (g == 0u && split == 0u && int(t) == lk.s.q0) check_table_row(pc.off_bt + b * pc.max_blocks, nblk, pc.P);
     qb = lk.qb0 + (int(t) - lk.s.q0);  // Qb = 1: one query block per token
-    ok = qb < pc.NQ;
+    ok = pc.dense != 0u || qb < pc.NQ;  // dense: NQ = T, no selection to index
   }
   if (ok) {  // uniform
     uint s_lim = pos + 1u;  // causal: tokens s <= pos (pos < kv_len)
     uint sel = pc.off_idx + (qb * pc.Hs + gs) * pc.k;
+    if (pc.dense != 0u) u1 = min(u1, (s_lim + pc.Bs - 1u) / pc.Bs * pc.tpb);  // the visible blocks' units
     for (uint cb = u0; cb < u1; cb += WGS) {
       uint nt = min(WGS, u1 - cb);
       barrier();  // earlier readers of the unit table and the tiles are done
       if (tid < nt) {
         uint u = cb + tid, e = u / pc.tpb, part = u % pc.tpb;
         bool spec = cb == u0 && qb == t;
-        int c = spec ? spec_c : idx_d[sel + e];
+        int c = spec ? spec_c : entry(sel, e);
         uint n = 0u, base = 0u;
         // Padding (-1) and entries outside the sequence contribute nothing.
         if (c >= 0 && uint(c) < nblk && uint(c) * pc.Bs <= pos) {
