@@ -11,7 +11,8 @@
 # Phases (default "build check test sanitize bench sweep"; run in this order):
 #   build         configure + build msa, msa-bench and the test suites the phases need
 #   check         msa check --cases full: CUDA in every routing of $ROUTINGS (both tiers
-#                 and each kernel switch flipped), Vulkan, Vulkan through device addresses
+#                 and each kernel switch flipped), Vulkan, Vulkan through device addresses,
+#                 Vulkan dense attention on its fallback shader
 #   test          msa_tests_cuda, msa_tests_vulkan
 #   sanitize      compute-sanitizer memcheck over the full cases of the attention, indexer
 #                 and top-k ops, racecheck over their quick cases ($SAN_OPS)
@@ -117,8 +118,11 @@ if has check; then
   { timeout 150 "$MSA" check --backend vulkan:0 --cases full > "$LOG_DIR/check_vulkan.log" 2>&1
     echo "rc $?" >> "$LOG_DIR/check_vulkan.log"; } & pids+=($!)
   { timeout 150 "$MSA" check --backend vulkan:0 --cases full --tuning force_bda=1 \
-      --op sparse_block_attention,indexer_score,kv_append > "$LOG_DIR/check_vulkan_bda.log" 2>&1
+      --op sparse_block_attention,dense_attention,indexer_score,kv_append > "$LOG_DIR/check_vulkan_bda.log" 2>&1
     echo "rc $?" >> "$LOG_DIR/check_vulkan_bda.log"; } & pids+=($!)
+  { timeout 150 "$MSA" check --backend vulkan:0 --cases full --tuning gqa_dense=0 --op dense_attention \
+      > "$LOG_DIR/check_vulkan_dense_fallback.log" 2>&1
+    echo "rc $?" >> "$LOG_DIR/check_vulkan_dense_fallback.log"; } & pids+=($!)
   wait "${pids[@]}"
   for f in "$LOG_DIR"/check_*.log; do
     note "$(basename "$f" .log): $(grep -E '^total|^rc ' "$f" | tr -s ' ' | tr '\n' ' ')"

@@ -178,6 +178,7 @@ void add_full_attention(CaseList& c) {
     AttnParams m8 =
         attn({{1, 1, 1, 1, 1, 1, 1, 1}, {2500, 1900, 130, 1, 700, 128, 3000, 4100}}, 64, 4, 128, 128, 1, 16, kBF16);
     m8.Di = 128;
+    const AttnParams d8 = m8;
     c.push_back(sparse_attention_case(m8));
     c.push_back(indexer_score_case(m8));
     m8.ki_dtype = kFP8;
@@ -193,6 +194,16 @@ void add_full_attention(CaseList& c) {
     c.push_back(indexer_score_case(mx));
     for (int Qb : {1, 64}) c.push_back(sparse_attention_case(attn({{128}, {700}}, 8, 2, 64, 64, Qb, 4, kBF16)));
     c.push_back(dense_attention_case(attn({{128}, {700}}, 4, 2, 64, 64, 1, 0, kF16)));
+    // Dense decode (the Vulkan GQA kernel over every visible block): the ragged B = 8
+    // batch, the batch where "token t is sequence t" fails, multi-token decode with
+    // ragged q_len (draft tokens straddling a block boundary), G = 16 at D = 64 in f16 and
+    // at D = 128 in f32, and one long context split past the combine's 512 cached weights.
+    c.push_back(dense_attention_case(d8));
+    c.push_back(dense_attention_case(mx));
+    c.push_back(dense_attention_case(attn({{4, 2, 0, 3}, {130, 700, 10, 66}}, 8, 2, 64, 64, 1, 0, kBF16)));
+    c.push_back(dense_attention_case(attn({{1, 1, 1}, {300, 129, 64}}, 16, 1, 64, 64, 1, 0, kF16)));
+    c.push_back(dense_attention_case(attn({{1, 2}, {333, 1000}}, 32, 2, 128, 128, 1, 0, kF32)));
+    c.push_back(dense_attention_case(attn({{1}, {40000}}, 16, 1, 64, 64, 1, 0, kBF16)));
   }
   // The sm_90 cluster decode kernel (G = 16, D = Bs = 128): B = 8 with mixed lengths
   // (fewer valid blocks than k: -1 padding; a one-token sequence; a partial last block),

@@ -1,6 +1,8 @@
 // Attention calls with few (token, head) rows are split over the key set and merged by a
 // combine pass; calls with many rows are not. Both paths must match cpu-ref (f32 NMSE
-// bounds of the contract) for dense and sparse attention, with ragged sequences.
+// bounds of the contract) for dense and sparse attention, with ragged sequences. Dense
+// attention runs on the GQA kernel by default and on paged_attention.comp (the fallback of
+// devices and shapes the GQA kernel does not take) with gqa_dense=0.
 #include <cmath>
 #include <random>
 
@@ -97,6 +99,13 @@ TEST_F(AttentionPaths, PrefillRowsMatchReference) {
   const Shape sh{{100, 30}, {160, 30}, 8, 4, 64, 32, 3};
   run(sh, false);
   run(sh, true);
+}
+
+// The dense fallback shader (paged_attention.comp) on the shapes above.
+TEST_F(AttentionPaths, DenseFallbackMatchesReference) {
+  ScopedTuning scalar(dev(), "gqa_dense", "0");
+  run(Shape{{1, 1}, {700, 65}, 8, 2, 64, 64, 5}, false);
+  run(Shape{{100, 30}, {160, 30}, 8, 4, 64, 32, 3}, false);
 }
 
 }  // namespace
