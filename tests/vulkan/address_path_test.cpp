@@ -4,11 +4,13 @@
 // themselves and must match cpu-ref (built cheaply: a cache filled with NaN bytes where
 // only the attended pages are written, some of them past the binding limit); with
 // MSA_VK_BDA=0 such caches are refused; supports() accepts the reference B = 8, 1M shape.
+// A layer case past the binding limit runs with its dense baseline (by address too).
 // kv_append writes such caches, and indexer_score reads such key caches, the same way.
 #include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <random>
+#include <tuple>
 #include <utility>
 
 #include "ops/ops.h"
@@ -281,7 +283,7 @@ TEST_F(AddressPath, IndexerByAddressMatchesReference) {
 }
 
 // The reference decode shape at B = 8, 1M (K and V 8 GiB each) is supported by sparse
-// attention and kv_append, and with
+// attention, kv_append and dense attention, and with
 // MSA_VK_BDA=0 refused naming maxStorageBufferRange. supports() looks at sizes only:
 // the views lie on a small buffer that is never touched.
 TEST_F(AddressPath, SupportsReferenceB8At1MUnlessTurnedOff) {
@@ -305,20 +307,26 @@ TEST_F(AddressPath, SupportsReferenceB8At1MUnlessTurnedOff) {
     kv.v = kv.k;
     kv.block_table = a.block_table, kv.kv_len = a.kv_len, kv.cu_q = a.cu_q;
     kv.k_cache = a.k_cache, kv.v_cache = a.v_cache;
-    return std::make_pair(d.supports(hal::OpId::sparse_block_attention, &a), d.supports(hal::OpId::kv_append, &kv));
+    ops::DenseAttentionArgs dense;  // the layer's dense baseline over the same caches
+    dense.q = a.q, dense.k_cache = a.k_cache, dense.v_cache = a.v_cache, dense.block_table = a.block_table;
+    dense.kv_len = a.kv_len, dense.cu_q = a.cu_q, dense.out = a.out, dense.lse = a.lse;
+    return std::make_tuple(d.supports(hal::OpId::sparse_block_attention, &a), d.supports(hal::OpId::kv_append, &kv),
+                           d.supports(hal::OpId::dense_attention, &dense));
   };
-  EXPECT_EQ(check(dev()), std::make_pair(std::string(), std::string()));
+  EXPECT_EQ(check(dev()), std::make_tuple(std::string(), std::string(), std::string()));
   ScopedEnv off("MSA_VK_BDA", "0");
   auto plain = hal::create_device("vulkan");
   EXPECT_FALSE(caps_of(*plain).buffer_address);
-  const auto [sparse, kv] = check(*plain);
+  const auto [sparse, kv, dense] = check(*plain);
   EXPECT_NE(sparse.find("maxStorageBufferRange"), std::string::npos) << sparse;
   EXPECT_NE(kv.find("maxStorageBufferRange"), std::string::npos) << kv;
+  EXPECT_NE(dense.find("maxStorageBufferRange"), std::string::npos) << dense;
 }
 
-// A prepared msa_layer case whose K/V exceed one binding runs (sparse attention by
-// address); only its dense baseline, which has no address variant, refuses, by itself.
-TEST_F(AddressPath, LayerCasePastTheBindingLimitRunsWithoutItsBaseline) {
+// A prepared msa_layer case whose K/V exceed one binding runs, sparse attention and its
+// dense baseline both by address (the GQA kernel); with gqa_dense=0 the baseline, on
+// paged_attention.comp, which has no address variant, refuses by itself.
+TEST_F(AddressPath, LayerCasePastTheBindingLimitRunsWithItsBaseline) {
   const uint64_t range = caps_of(dev()).max_storage_range;
   if (range > (uint64_t{256} << 20))
     GTEST_SKIP() << "maxStorageBufferRange " << range << " B: a case past it is too large for a test";
@@ -331,13 +339,21 @@ TEST_F(AddressPath, LayerCasePastTheBindingLimitRunsWithoutItsBaseline) {
     }
   ASSERT_NE(big, nullptr) << "no B=8 32K msa_layer perf case";
   ASSERT_TRUE(big->has_baseline());
+  {
+    auto p = big->prepare(dev(), 1);
+    ASSERT_EQ(p->unsupported(), "") << big->vars();
+    p->run();
+    const uint64_t before = address_binds(dev());
+    p->run_baseline();
+    EXPECT_EQ(address_binds(dev()), before + 2) << "the dense baseline did not take K/V by address";
+    EXPECT_NO_THROW(dev().stream().synchronize());
+  }
+  ScopedTuning scalar(dev(), "gqa_dense", "0");
   auto p = big->prepare(dev(), 1);
   ASSERT_EQ(p->unsupported(), "") << big->vars();
-  p->run();
-  EXPECT_NO_THROW(dev().stream().synchronize());
   try {
     p->run_baseline();
-    FAIL() << "the dense baseline ran over K/V past maxStorageBufferRange";
+    FAIL() << "paged_attention.comp ran over K/V past maxStorageBufferRange";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unsupported: baseline"), std::string::npos) << e.what();
   }
