@@ -238,6 +238,14 @@ void add_full_attention(CaseList& c) {
     for (int i = 0; i < 32; ++i) b32.kv[static_cast<size_t>(i)] = 1 + (211 + 389 * i) % 1500;
     b32.q[5] = 0;
     c.push_back(sparse_attention_case(m3(b32, 1, 8)));
+    // A serving batch of multi-token decode past 512 tokens (B = 48, 6-16 tokens per
+    // sequence, 527 in all): still the decode kernels, the batch scanned per token.
+    Lens mt{std::vector<int32_t>(48), std::vector<int32_t>(48)};
+    for (int i = 0; i < 48; ++i) {
+      mt.q[static_cast<size_t>(i)] = 6 + (5 * i) % 11;
+      mt.kv[static_cast<size_t>(i)] = 40 + (331 + 577 * i) % 1700;
+    }
+    c.push_back(sparse_attention_case(m3(mt, 1, 16)));
   }
   // Prefill shapes (T > 512: past the CUDA decode kernels, so the CUDA flash prefill kernel
   // runs): GQA packing at G = 16 / 8 / 2, a varlen batch (one sequence from empty, one on

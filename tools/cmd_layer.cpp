@@ -35,9 +35,10 @@ struct LayerOptions {
   bool queued = false;
   bool backward = false;
   std::string selection = "random";
+  std::string drafts = "random";
   std::string tuning;  // --tuning knob=value,...
   // Which of the options were given (CLI11 counts), for the rules of --backward.
-  bool batch_given = false, q_len_given = false, selection_given = false, gpus_given = false;
+  bool batch_given = false, q_len_given = false, selection_given = false, gpus_given = false, drafts_given = false;
 };
 
 // The times of a single-device run as a JSON object (for bench/layer_sweep.py).
@@ -64,6 +65,7 @@ void write_json(const LayerOptions& o, const LayerConfig& c, const std::string& 
   j["batch"] = o.batch;
   j["context"] = o.context;
   j["q_len"] = o.q_len;
+  j["drafts"] = o.drafts;
   j["config"] = layer_config_json(c);
   j["indexer_ms"] = t.indexer_ms;
   j["topk_ms"] = t.topk_ms;
@@ -163,6 +165,8 @@ int run_backward(const LayerOptions& o, LayerConfig cfg) {
 int run_layer(const LayerOptions& o) {
   LayerConfig cfg = parse_layer_config(o.config);
   if (o.selection_given && !o.backward) throw Error("argument '--selection': only with --backward");
+  const Drafts drafts = parse_drafts(o.drafts);
+  if (o.drafts_given && o.backward) throw Error("argument '--drafts': not with --backward (it has no draft tokens)");
   if (o.batch < 0) throw Error("argument '--batch': must be >= 0");
   if (o.q_len < 0 || o.q_len > o.context) throw Error("argument '--q-len': must be in [0, context]");
   if (o.context < 1 || o.context > (int64_t{1} << 30)) throw Error("argument '--context': must be in [1, 2^30]");
@@ -170,12 +174,12 @@ int run_layer(const LayerOptions& o) {
   if (o.backward) return run_backward(o, cfg);
   check_layer_memory(o, cfg);
   if (o.gpus > 0) {
-    LayerProblem prob(cfg, o.batch, o.context, o.q_len, /*seed=*/1234);
+    LayerProblem prob(cfg, o.batch, o.context, o.q_len, /*seed=*/1234, drafts);
     return report_dist(o, prob);
   }
   auto device = hal::create_device(o.backend);
   apply_tuning(*device, o.tuning);
-  LayerProblem prob(cfg, o.batch, o.context, o.q_len, /*seed=*/1234);
+  LayerProblem prob(cfg, o.batch, o.context, o.q_len, /*seed=*/1234, drafts);
   std::printf("msa layer on %s: B=%d context=%lld q_len=%d  Hq=%d Hkv=%d D=%d Hi=%d Di=%d Bs=%d k=%d Qb=%d %s ki=%s\n",
               device->name().c_str(), o.batch, static_cast<long long>(o.context), o.q_len, cfg.Hq, cfg.Hkv, cfg.D,
               cfg.Hi, cfg.Di, cfg.Bs, cfg.k, cfg.Qb, hal::dtype_name(cfg.dtype), hal::dtype_name(cfg.ki_dtype));
@@ -195,6 +199,9 @@ int run_layer(const LayerOptions& o) {
   const double attended = run.attended_fraction();
   std::printf("sparse/dense time ratio: %.3f (speed-up %.2fx); attended fraction of context: %.4f\n",
               sparse / t.dense_ms, t.dense_ms / sparse, attended);
+  if (o.q_len > 1)
+    std::printf("selection union per (sequence, KV head): %.1f blocks of q_len x k = %d (--drafts %s)\n",
+                run.selection_union(), o.q_len * cfg.k, o.drafts.c_str());
   std::printf("block_topk share of the msa layer: %.1f%% (run as its own op)\n", 100.0 * topk_share(t));
   std::printf("select inside indexer_topk: %.3f ms over indexer_score alone, %.1f%% of the msa layer\n",
               t.fused_ms - t.indexer_ms, 100.0 * fused_select_share(t));
@@ -235,6 +242,10 @@ Command add_layer(CLI::App& app) {
   sub->add_flag("--backward", o->backward,
                 "Time the layer's forward and backward for training (one sequence from empty, q_len = context) "
                 "against dense attention forward + backward");
+  sub->add_option("--drafts", o->drafts,
+                  "With --q-len > 1: the new tokens' indexer queries independent (random) or a slow random walk "
+                  "from each sequence's first token (walk: adjacent tokens select mostly the same blocks)")
+      ->capture_default_str();
   sub->add_option("--selection", o->selection,
                   "With --backward: the synthetic selection the sparse ops read, random or correlated")
       ->capture_default_str();
@@ -243,6 +254,7 @@ Command add_layer(CLI::App& app) {
             o->q_len_given = sub->count("--q-len") > 0;
             o->selection_given = sub->count("--selection") > 0;
             o->gpus_given = sub->count("--gpus") > 0;
+            o->drafts_given = sub->count("--drafts") > 0;
             return run_layer(*o);
           }};
 }

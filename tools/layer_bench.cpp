@@ -44,7 +44,32 @@ void fill_random(hal::HostTensor& h, std::mt19937_64& rng, float amplitude) {
   }
 }
 
+// Rewrites each sequence's later rows of qi [T][Hi][Di] as x_t = a x_{t-1} + sqrt(1 - a^2)
+// n_t, n_t the row's own random values: adjacent tokens' queries stay close.
+void walk_drafts(hal::HostTensor& qi, int B, int q_len) {
+  constexpr double a = 0.99;
+  const double b = std::sqrt(1.0 - a * a);
+  const int64_t row = qi.shape[1] * qi.shape[2];
+  std::vector<double> x(static_cast<size_t>(row));
+  for (int s = 0; s < B; ++s)
+    for (int j = 0; j < q_len; ++j) {
+      const int64_t base = (int64_t{s} * q_len + j) * row;
+      for (int64_t e = 0; e < row; ++e) {
+        const double n = qi.get(static_cast<size_t>(base + e));
+        double& v = x[static_cast<size_t>(e)];
+        v = j == 0 ? n : a * v + b * n;
+        qi.set(static_cast<size_t>(base + e), static_cast<float>(v));
+      }
+    }
+}
+
 }  // namespace
+
+Drafts parse_drafts(const std::string& v) {
+  if (v == "random") return Drafts::random;
+  if (v == "walk") return Drafts::walk;
+  throw Error("argument '--drafts': '" + v + "' is not random or walk");
+}
 
 hal::HostTensor layer_random_tensor(hal::DType dtype, std::vector<int64_t> shape, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -124,7 +149,7 @@ LayerConfig parse_layer_config(const std::vector<std::string>& overrides) {
   return c;
 }
 
-LayerProblem::LayerProblem(const LayerConfig& c, int batch, int64_t ctx, int qlen, uint64_t seed)
+LayerProblem::LayerProblem(const LayerConfig& c, int batch, int64_t ctx, int qlen, uint64_t seed, Drafts drafts)
     : cfg(c), B(batch), context(ctx), q_len(qlen) {
   std::mt19937_64 rng(seed);
   const int64_t T = int64_t{B} * q_len;
@@ -137,6 +162,7 @@ LayerProblem::LayerProblem(const LayerConfig& c, int batch, int64_t ctx, int qle
   const bool nvfp4 = c.ki_dtype == hal::DType::fp4_e2m1x2;
   ki_cache = hal::HostTensor(c.ki_dtype, {P, c.Bs, nvfp4 ? c.Di / 2 : c.Di});
   for (auto* t : {&q, &k_cache, &v_cache, &qi}) fill_random(*t, rng, 1.0f);
+  if (drafts == Drafts::walk) walk_drafts(qi, B, q_len);
   if (nvfp4) {  // random E2M1 code bytes, e4m3 group scales in [0.1, 0.4]
     for (int64_t i = 0; i < ki_cache.numel(); ++i) ki_cache.data<uint8_t>()[i] = static_cast<uint8_t>(rng() & 0xffu);
     ki_scale = hal::HostTensor(hal::DType::fp8_e4m3, {P, c.Bs, c.Di / 16});
@@ -318,6 +344,26 @@ double LayerRun::attended_fraction() {
     sum += static_cast<double>(tokens) / static_cast<double>(L);
   }
   return sum / static_cast<double>(rows);
+}
+
+double LayerRun::selection_union() {
+  const hal::HostTensor idx = download("block_idx");
+  const int64_t Hs = idx.shape[1], k = idx.shape[2];
+  if (prob_.B == 0 || prob_.NQ == 0 || Hs == 0) return 0;
+  const int64_t nqb = prob_.NQ / prob_.B;  // every sequence has the same shape: as many query blocks
+  double sum = 0;
+  std::set<int32_t> blocks;
+  for (int64_t s = 0; s < prob_.B; ++s)
+    for (int64_t h = 0; h < Hs; ++h) {
+      blocks.clear();
+      for (int64_t r = 0; r < nqb; ++r)
+        for (int64_t j = 0; j < k; ++j) {
+          const int32_t c = idx.data<int32_t>()[((s * nqb + r) * Hs + h) * k + j];
+          if (c >= 0) blocks.insert(c);
+        }
+      sum += static_cast<double>(blocks.size());
+    }
+  return sum / static_cast<double>(prob_.B * Hs);
 }
 
 LayerCompare compare_layers(LayerRun& run, LayerRun& ref) {

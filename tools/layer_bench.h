@@ -28,9 +28,16 @@ LayerConfig parse_layer_config(const std::vector<std::string>& overrides);
 // A seeded random tensor as the problem's inputs are made (values in [-1, 1], never near 0).
 hal::HostTensor layer_random_tensor(hal::DType dtype, std::vector<int64_t> shape, uint64_t seed);
 
+// How the indexer queries of a sequence's q_len new tokens relate: independent random
+// vectors, or a slow random walk from the first token's (adjacent tokens then select
+// mostly the same blocks, as a model's draft tokens do).
+enum class Drafts { random, walk };
+Drafts parse_drafts(const std::string& v);  // throws msa::Error naming --drafts
+
 // Host inputs of one step: B sequences of kv_len = context, q_len new tokens each.
 struct LayerProblem {
-  LayerProblem(const LayerConfig& cfg, int batch, int64_t context, int q_len, uint64_t seed);
+  LayerProblem(const LayerConfig& cfg, int batch, int64_t context, int q_len, uint64_t seed,
+               Drafts drafts = Drafts::random);
   LayerProblem() = default;  // filled in by hand (a rank's shard)
   LayerConfig cfg;
   int B = 0;
@@ -66,6 +73,9 @@ class LayerRun {
   double time_fused(bool queued = false);
   // Mean over (query block, KV head) rows of attended tokens / context.
   double attended_fraction();
+  // Mean over (sequence, selection head) of the distinct blocks its tokens selected: k
+  // when they all chose the same, q_len x k when no two chose one alike.
+  double selection_union();
   hal::HostTensor download(const std::string& what);  // "block_idx", "sparse_out", "dense_out"
   hal::DType dtype() const { return prob_.cfg.dtype; }
 

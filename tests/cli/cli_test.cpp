@@ -312,3 +312,27 @@ TEST(CliLayer, QueuedTimingRunsAndIsRecorded) {
   EXPECT_EQ(single.code, 0) << single.output;
   EXPECT_NE(single.output.find("single calls on an idle device"), std::string::npos) << single.output;
 }
+
+// `msa layer --drafts walk`: the draft tokens' indexer queries drift slowly, so a
+// sequence's tokens share most of their blocks; independent queries select apart. The
+// printed union (distinct blocks per sequence and KV head) shows it.
+TEST(CliLayer, DraftWalkSelectsFewerDistinctBlocks) {
+  const std::string cfg =
+      " --backend cpu-ref --config Hq=8 --config Hkv=4 --config Hi=4 --config D=32 --config Di=32"
+      " --config Bs=16 --config k=4 --batch 2 --context 2000 --q-len 8 --iters 1";
+  auto union_of = [&](const std::string& drafts) {
+    const Result r = run_cli("layer" + cfg + " --drafts " + drafts);
+    EXPECT_EQ(r.code, 0) << r.output;
+    const std::string key = "selection union per (sequence, KV head): ";
+    const size_t at = r.output.find(key);
+    EXPECT_NE(at, std::string::npos) << r.output;
+    return at == std::string::npos ? 0.0 : std::stod(r.output.substr(at + key.size()));
+  };
+  const double walk = union_of("walk"), random = union_of("random");
+  EXPECT_GE(walk, 4.0);     // at least k
+  EXPECT_LE(random, 32.0);  // at most q_len x k
+  EXPECT_LT(walk, 0.75 * random) << "walk " << walk << " random " << random;
+  const Result bad = run_cli("layer" + cfg + " --drafts sideways");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--drafts"), std::string::npos) << bad.output;
+}

@@ -108,6 +108,28 @@ TEST(AttentionChoose, SparsePrefillTakesFlashWhenBlocksSpanFewQueryBlocks) {
   EXPECT_ROUTE(SK::wmma, choose_sparse_attention(c, h200(), Tuning{}));
 }
 
+// Multi-token decode (q_len 2-16 per sequence, Qb = 1) stays on the decode kernels at any
+// B; longer per-sequence runs (prefill chunks) and Qb > 1 past 512 tokens do not.
+TEST(AttentionChoose, MultiTokenDecodeOnTheDecodeKernels) {
+  const DeviceProps pr = h200();
+  const Tuning t;
+  EXPECT_ROUTE(SK::decode_cluster, choose_sparse_attention(m3(32, 16, 50 << 10), pr, t));  // T = 512
+  EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(m3(128, 8, 50 << 10), pr, t));    // T = 1024
+  EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(m3(128, 16, 50 << 10), pr, t));   // T = 2048
+  EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(m3(256, 16, 32 << 10), pr, t));   // T = 4096
+  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(m3(32, 17, 50 << 10), pr, t));            // 17 per sequence
+  EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(m3(128, 8, 50 << 10), a100(), t));
+  EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(m3(128, 8, 50 << 10), pr, with(&Tuning::decode, 1)));
+  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(m3(128, 8, 50 << 10), pr, with(&Tuning::decode, 0)));
+  AttnCall qb4 = m3(128, 8, 50 << 10);
+  qb4.Qb = 4;
+  qb4.NQ = 128 * 2;
+  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(qb4, pr, t));
+  // Dense attention of such a batch: every token would read its whole sequence alone on the
+  // decode kernels; the prefill kernels serve a sequence's tokens from one read.
+  EXPECT_ROUTE(DK::flash_wgmma, choose_dense_attention(m3(128, 8, 50 << 10), pr, t));
+}
+
 TEST(AttentionChoose, TrainingShapes) {
   // Training runs the forward at prefill shapes; f32 (the gradient checks) is portable.
   AttnCall c = prefill_8k();

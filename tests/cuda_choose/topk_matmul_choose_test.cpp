@@ -27,12 +27,16 @@ TEST(ChooseBlockTopk, M3DecodeOnTheRegisterPaths) {
   EXPECT_KERNEL(m3_topk(8, 1 << 20, sm90(), defaults(), false).kernel, TopkKernel::rows);
 }
 
-TEST(ChooseBlockTopk, PrefillAndTrainingOnTheRowKernel) {
-  EXPECT_KERNEL(m3_topk(8192, 128 << 10, sm90()).kernel, TopkKernel::rows);
-  EXPECT_KERNEL(m3_topk(8192 / 64, 32 << 10, sm90()).kernel, TopkKernel::rows);  // Qb = 64: 512 rows
-  // 2 rows per SM at most on the register paths.
-  EXPECT_KERNEL(m3_topk(66, 128 << 10, sm90()).kernel, TopkKernel::one_block);
-  EXPECT_KERNEL(m3_topk(67, 128 << 10, sm90()).kernel, TopkKernel::rows);
+TEST(ChooseBlockTopk, ShortDecodeRowsOnOneBlockPrefillRowsOnTheRowKernel) {
+  // Up to 4096 rows of <= 2048 blocks take one block each with the keys in registers.
+  EXPECT_KERNEL(m3_topk(8192, 128 << 10, sm90()).kernel, TopkKernel::rows);           // 8K chunk at 128K
+  EXPECT_KERNEL(m3_topk(128 * 8, 50 << 10, sm90()).kernel, TopkKernel::one_block);    // B = 128, q_len 8
+  EXPECT_KERNEL(m3_topk(8192 / 64, 32 << 10, sm90()).kernel, TopkKernel::one_block);  // Qb = 64: 512 rows
+  EXPECT_KERNEL(m3_topk(1024, 256 << 10, sm90()).kernel, TopkKernel::one_block);      // 2048 blocks
+  // Longer rows: the split path for at most 2 rows per SM, else the row kernel.
+  EXPECT_KERNEL(m3_topk(66, 1 << 20, sm90()).kernel, TopkKernel::split);
+  EXPECT_KERNEL(m3_topk(67, 1 << 20, sm90()).kernel, TopkKernel::rows);
+  EXPECT_KERNEL(m3_topk(8192, 1 << 20, sm90()).kernel, TopkKernel::rows);  // 8K chunk at 1M
 }
 
 TEST(ChooseBlockTopk, KnobValues) {

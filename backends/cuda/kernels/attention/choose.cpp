@@ -30,6 +30,10 @@ int decode_splits(int64_t groups, int64_t units, const DeviceProps& pr) {
   return static_cast<int>(std::max<int64_t>(1, S));
 }
 
+bool decode_sized_sparse(const AttnCall& c) {
+  return c.T <= kDecMaxT || (c.Qb == 1 && c.T <= int64_t{kDecMaxMeanQlen} * c.B);
+}
+
 int decode_tiles_per_block(int Bs) { return (Bs + kDecBK - 1) / kDecBK; }
 
 int64_t decode_sparse_groups(const AttnCall& c) { return c.NQ * c.Hkv * sparse_row_chunks(c); }
@@ -91,14 +95,19 @@ bool split_launchable(int S, const AttnCall& c) {
   return S <= 1 || (c.counter_slot >= 0 && c.counter_slot < kDecCtrSlots);
 }
 
-bool decode_ok(const AttnCall& c, const DeviceProps& pr, const Tuning& t) {
+// `decode_sized`: the call's token count suits the decode kernels (dense: T <= kDecMaxT;
+// sparse: decode_sized_sparse).
+bool decode_ok(const AttnCall& c, const DeviceProps& pr, const Tuning& t, bool decode_sized) {
   return t.decode >= 1 && t.native() && pr.cc_major >= 8 && half_dtype(c) && head_dim_16(c.D) && c.T > 0 &&
-         c.T <= kDecMaxT && c.aligned16;
+         decode_sized && c.aligned16;
 }
 
+// Past 512 tokens (multi-token decode of a serving batch) one CTA per (token, KV head)
+// at one per SM runs many waves; the split kernel's two per SM are faster there (1.16 vs
+// 1.49 ms at B = 128, q_len 8, 50K, H200).
 bool cluster_ok(const AttnCall& c, const DeviceProps& pr, const Tuning& t) {
   return t.decode >= 2 && pr.cc_major >= 9 && pr.hopper_code && c.D == kClD && c.Bs == kClBs && c.G == kClGroup &&
-         sparse_tpc(c) == 1 && c.k >= 1 && c.k <= kClMaxE && c.T <= kClMaxT &&
+         sparse_tpc(c) == 1 && c.k >= 1 && c.k <= kClMaxE && c.T <= kDecMaxT &&
          decode_sparse_groups(c) <= INT32_MAX / kClMaxC;  // grid groups x C fits gridDim.x
 }
 
@@ -132,7 +141,7 @@ bool flash_sparse_ok(const AttnCall& c, const DeviceProps& pr, const Tuning& t) 
 }  // namespace
 
 SparseAttentionKernel choose_sparse_attention(const AttnCall& c, const DeviceProps& pr, const Tuning& t) {
-  if (decode_ok(c, pr, t) && c.k <= kDecMaxK && shared_or_per_head(c)) {
+  if (decode_ok(c, pr, t, decode_sized_sparse(c)) && c.k <= kDecMaxK && shared_or_per_head(c)) {
     if (cluster_ok(c, pr, t)) return SparseAttentionKernel::decode_cluster;
     const int S = decode_splits(decode_sparse_groups(c), int64_t{c.k} * decode_tiles_per_block(c.Bs), pr);
     if (split_launchable(S, c)) return SparseAttentionKernel::decode_split;
@@ -142,7 +151,7 @@ SparseAttentionKernel choose_sparse_attention(const AttnCall& c, const DevicePro
 }
 
 DenseAttentionKernel choose_dense_attention(const AttnCall& c, const DeviceProps& pr, const Tuning& t) {
-  if (decode_ok(c, pr, t)) {
+  if (decode_ok(c, pr, t, c.T <= kDecMaxT)) {
     const int S = decode_splits(decode_dense_groups(c), int64_t{c.max_blocks} * decode_tiles_per_block(c.Bs), pr);
     if (split_launchable(S, c)) return DenseAttentionKernel::decode_split;
   }

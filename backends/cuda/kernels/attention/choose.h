@@ -61,7 +61,8 @@ namespace attn_geom {
 inline constexpr int kRows = 16;
 
 // Split-KV decode (attention/decode_split.cu).
-inline constexpr int kDecMaxT = 512;         // more query tokens (prefill) take the other kernels
+inline constexpr int kDecMaxT = 512;         // more query tokens (prefill) take the other kernels,
+inline constexpr int kDecMaxMeanQlen = 16;   // except sparse Qb = 1 calls of <= 16 tokens per sequence
 inline constexpr int kDecMaxK = 128;         // selected blocks: one thread each
 inline constexpr int kDecBK = 64;            // keys per tile
 inline constexpr int kDecMaxSplits = 64;     // partials the merging block combines
@@ -70,7 +71,7 @@ inline constexpr int kDecCtrSlots = 8;       // streams with split-KV arrival co
 inline constexpr int kDecCtrPerSlot = 4096;  // groups per launch with counters
 
 // Cluster decode (sparse_block_attention/decode_cluster.cu): the M3 shape only.
-inline constexpr int kClD = 128, kClBs = 128, kClGroup = 16, kClMaxE = 128, kClMaxC = 16, kClMaxT = 512;
+inline constexpr int kClD = 128, kClBs = 128, kClGroup = 16, kClMaxE = 128, kClMaxC = 16;
 
 // FlashAttention-2-style prefill (attention/flash_prefill.cu).
 inline constexpr int kFaRows = 128;     // query rows per block
@@ -88,6 +89,9 @@ int sparse_tpc(const AttnCall& c);
 int sparse_row_chunks(const AttnCall& c);
 // Split-KV decode: splits for `groups` thread blocks over `units` key tiles each.
 int decode_splits(int64_t groups, int64_t units, const DeviceProps& pr);
+// Sparse calls the decode kernels take: <= kDecMaxT tokens, or token-level selection (Qb =
+// 1) with <= kDecMaxMeanQlen tokens per sequence on average (multi-token decode at any B).
+bool decode_sized_sparse(const AttnCall& c);
 int decode_tiles_per_block(int Bs);
 int64_t decode_sparse_groups(const AttnCall& c);
 int64_t decode_dense_groups(const AttnCall& c);

@@ -20,7 +20,7 @@ inline constexpr int kTopkRowsPerSlot = 4096;  // rows per call on the split pat
 
 enum class TopkKernel {
   rows,       // a block per row, keys in shared memory, histogram rounds (any row)
-  one_block,  // a block per row, keys in registers: few rows of <= 2048 blocks
+  one_block,  // a block per row, keys in registers: rows of <= 2048 blocks
   split,      // S chunks per row, the last to arrive merges: few long rows
 };
 inline const char* kernel_name(TopkKernel k) {
@@ -37,14 +37,16 @@ struct TopkPlan {
 // has one of the split path's arrival counter sets.
 inline TopkPlan choose_block_topk(int64_t rows, int n, int k, int sm_count, const Tuning& t, bool slot_free) {
   TopkPlan p;
-  const bool few_rows = rows <= 2 * int64_t{sm_count};
-  if (t.topk_register == 0 || !few_rows) return p;
-  if (n <= kTopkSplitMaxKeys) {
+  if (t.topk_register == 0) return p;
+  // Short rows, up to 4096 of them (a serving batch's multi-token decode: B = 128, q_len 8
+  // 0.244 vs 0.643 ms on the row kernel, H200); prefill chunks' rows stay on the row kernel.
+  if (n <= kTopkSplitMaxKeys && rows <= kTopkRowsPerSlot) {
     p.kernel = TopkKernel::one_block;
     p.chunk = n;
     return p;
   }
-  if (k > kTopkSplitMaxK || rows > kTopkRowsPerSlot || !slot_free) return p;
+  const bool few_rows = rows <= 2 * int64_t{sm_count};
+  if (!few_rows || k > kTopkSplitMaxK || rows > kTopkRowsPerSlot || !slot_free) return p;
   // Chunks of ~512 blocks (2 keys per thread), fewer where the merge (S x k candidates)
   // would not fit.
   const int S = std::min({kTopkSplitMaxS, (n + 511) / 512, kTopkSplitMaxKeys / std::max(k, 1)});
