@@ -20,8 +20,9 @@
 #                 case, native and portable tier
 #   bench         msa-bench decode cases, CUDA and Vulkan side by side ($BENCH_FILTER,
 #                 $VK_BENCH_FILTER)
-#   prefill       token-level sparse prefill (Qb = 1, 8K chunk): the wmma kernel against the
-#                 flash kernel's union walk, on random and correlated (walk) selections
+#   prefill       token-level sparse prefill (Qb = 1, 8K chunk): the KV-block-outer kernel, the
+#                 wmma kernel and the flash kernel's union walk, on random and correlated
+#                 (walk) selections
 #   sdpa          PyTorch SDPA decode baseline (bench/sdpa_baseline.py)
 #   sweep         MSA layer against msa's dense and PyTorch SDPA, 32K..1M (bench/layer_sweep.py;
 #                 $SWEEP_ARGS)
@@ -106,18 +107,19 @@ if has check; then
     flash-fa2:flash=1 flash-off:flash=0 flash-sparse-on:flash_sparse=1 flash-sparse-off:flash_sparse=0
     indexer-mma:indexer=1 indexer-portable:indexer=0 fused-topk-off:fused_topk=0
     training-mma-off:training_mma=0 topk-row:topk_register=0 indexer-groups-off:indexer_groups=0
+    kv-outer-on:kv_outer=1 kv-outer-off:kv_outer=0 union-walk:flash_union_pct=100
     hooks:flash_splits=2,cluster_merge=1,pdl=0,bwd_item_tokens=3,kl_item_tokens=3"}
   say "msa check --cases full: cuda in every routing, vulkan (plain and through device addresses)"
   pids=()
   for r in $ROUTINGS ${EXTRA_ROUTINGS:-}; do
     name=$(routing_name "$r")
-    { timeout 150 "$MSA" check --backend cuda --cases full --tuning "$(routing_tuning "$r")" \
+    { timeout 240 "$MSA" check --backend cuda --cases full --tuning "$(routing_tuning "$r")" \
         > "$LOG_DIR/check_cuda_$name.log" 2>&1
       echo "rc $?" >> "$LOG_DIR/check_cuda_$name.log"; } & pids+=($!)
   done
-  { timeout 150 "$MSA" check --backend vulkan:0 --cases full > "$LOG_DIR/check_vulkan.log" 2>&1
+  { timeout 240 "$MSA" check --backend vulkan:0 --cases full > "$LOG_DIR/check_vulkan.log" 2>&1
     echo "rc $?" >> "$LOG_DIR/check_vulkan.log"; } & pids+=($!)
-  { timeout 150 "$MSA" check --backend vulkan:0 --cases full --tuning force_bda=1 \
+  { timeout 240 "$MSA" check --backend vulkan:0 --cases full --tuning force_bda=1 \
       --op sparse_block_attention,dense_attention,indexer_score,kv_append > "$LOG_DIR/check_vulkan_bda.log" 2>&1
     echo "rc $?" >> "$LOG_DIR/check_vulkan_bda.log"; } & pids+=($!)
   { timeout 150 "$MSA" check --backend vulkan:0 --cases full --tuning gqa_dense=0 --op dense_attention \
@@ -183,16 +185,18 @@ if has bench; then
 fi
 
 if has prefill; then
-  # Sparse prefill of an 8K chunk at token-level selection (Qb = 1): the wmma kernel
-  # (default) against the flash kernel's union walk (MSA_CUDA_FLASH_SPARSE=1), on
-  # independent random selections and on correlated ones (select=walk).
-  say "sparse prefill Qb=1: wmma vs flash union walk, random and walk selections"
+  # Sparse prefill of an 8K chunk at token-level selection (Qb = 1): the KV-block-outer
+  # kernel (default), the wmma kernel (MSA_CUDA_KV_OUTER=0) and the flash kernel's union
+  # walk (MSA_CUDA_FLASH_SPARSE=1), on independent random selections and on correlated
+  # ones (select=walk).
+  say "sparse prefill Qb=1: kv-outer vs wmma vs flash union walk, random and walk selections"
   PF='sparse_block_attention/B=1 T=8192 q=.8192. kv=.(131072|1048576). .*Qb=1 '  # (no \]: std::regex)
-  for fs in 0 1; do
-    MSA_CUDA_FLASH_SPARSE=$fs timeout 60 "$BENCH" --backend=cuda --benchmark_filter="$PF" \
-      --benchmark_min_time=0.05s > "$LOG_DIR/bench_sparse_prefill_flash$fs.log" 2>&1
-    note "sparse prefill flash_sparse=$fs rc=$?"
-    grep -E "^cuda/sparse" "$LOG_DIR/bench_sparse_prefill_flash$fs.log" | cut -c1-200 | tee -a "$LOG"
+  for v in default:MSA_CUDA_KV_OUTER=-1 kv-outer:MSA_CUDA_KV_OUTER=1 wmma:MSA_CUDA_KV_OUTER=0 flash-union:MSA_CUDA_FLASH_SPARSE=1; do
+    name=$(routing_name "$v")
+    env $(routing_env "$v") timeout 60 "$BENCH" --backend=cuda --benchmark_filter="$PF" \
+      --benchmark_min_time=0.05s > "$LOG_DIR/bench_sparse_prefill_$name.log" 2>&1
+    note "sparse prefill $name rc=$?"
+    grep -E "^cuda/sparse" "$LOG_DIR/bench_sparse_prefill_$name.log" | cut -c1-200 | sed "s|^|$name |" | tee -a "$LOG"
   done
   pack
 fi

@@ -21,7 +21,10 @@ struct Tuning {
   int decode = 2;         // MSA_CUDA_DECODE: 0 off, 1 split-KV mma.sync only, 2 + the sm_90 cluster kernel
   int flash = 2;          // MSA_CUDA_FLASH: 0 off (wmma kernels), 1 FlashAttention-2-style only, 2 + wgmma
   int flash_sparse = -1;  // MSA_CUDA_FLASH_SPARSE: -1 by Qb, 0 never, 1 always (the union walk)
-  int indexer = 2;        // MSA_CUDA_INDEXER: 0 portable, 1 mma.sync, 2 + the sm_90 wgmma prefill kernel
+  int kv_outer = -1;      // MSA_CUDA_KV_OUTER: token-level sparse prefill KV-block-outer: -1 chosen, 0 never, 1 always
+  int flash_union_pct =
+      40;           // MSA_CUDA_FLASH_UNION_PCT: kv_outer -1 takes the union walk up to this mean union (% of tpc x k)
+  int indexer = 2;  // MSA_CUDA_INDEXER: 0 portable, 1 mma.sync, 2 + the sm_90 wgmma prefill kernel
   int fused_topk = 1;     // MSA_CUDA_FUSED_TOPK: indexer_topk's select fused into the decode indexer
   int training_mma = 1;   // MSA_CUDA_TRAINING_MMA: the backward and indexer_kl tensor-core tiers
   int topk_register = 1;  // MSA_TOPK_REGISTER: block_topk's register paths (split rows, one-block rows)
@@ -46,7 +49,7 @@ inline constexpr std::array<hal::Knob<Tuning>, 1> kTuningKnobs{{
      "0: block_topk on the shared-memory histogram row kernel only"},
 }};
 #else
-inline constexpr std::array<hal::Knob<Tuning>, 14> kTuningKnobs{{
+inline constexpr std::array<hal::Knob<Tuning>, 16> kTuningKnobs{{
     {"tier", "MSA_CUDA_TIER", &Tuning::tier, 1, 0, 1,
      "portable: only the kernels HIP compiles (no wmma, mma.sync, wgmma, TMA, cuBLAS)", kTierNames},
     {"decode", "MSA_CUDA_DECODE", &Tuning::decode, 2, 0, 2,
@@ -54,6 +57,10 @@ inline constexpr std::array<hal::Knob<Tuning>, 14> kTuningKnobs{{
     {"flash", "MSA_CUDA_FLASH", &Tuning::flash, 2, 0, 2, "0: prefill on wmma; 1: FlashAttention-2-style; 2: + wgmma"},
     {"flash_sparse", "MSA_CUDA_FLASH_SPARSE", &Tuning::flash_sparse, -1, -1, 1,
      "sparse prefill on the flash kernel: -1 by Qb, 0 never, 1 always"},
+    {"kv_outer", "MSA_CUDA_KV_OUTER", &Tuning::kv_outer, -1, -1, 1,
+     "token-level sparse prefill on the KV-block-outer kernel: -1 chosen, 0 never, 1 where it applies"},
+    {"flash_union_pct", "MSA_CUDA_FLASH_UNION_PCT", &Tuning::flash_union_pct, 40, 0, 100,
+     "kv_outer -1: the flash union walk when a flash block's selections overlap to at most this % of tpc x k"},
     {"indexer", "MSA_CUDA_INDEXER", &Tuning::indexer, 2, 0, 2,
      "0: portable indexer_score; 1: mma.sync; 2: + wgmma prefill"},
     {"fused_topk", "MSA_CUDA_FUSED_TOPK", &Tuning::fused_topk, 1, 0, 1,

@@ -45,6 +45,7 @@ AttnCall m3(int B, int q_len, int64_t context) {
   c.k = 16;
   c.Hs = 4;
   c.counter_slot = 0;
+  c.pages = int64_t{B} * c.max_blocks;
   return c;
 }
 AttnCall decode_b8() { return m3(8, 1, 1 << 20); }
@@ -79,7 +80,7 @@ TEST(AttentionChoose, DefaultsOnH200) {
   const Tuning t;
   EXPECT_ROUTE(SK::decode_cluster, choose_sparse_attention(decode_b8(), pr, t));
   EXPECT_ROUTE(SK::decode_cluster, choose_sparse_attention(decode_b1(), pr, t));
-  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(prefill_8k(), pr, t));  // Qb = 1: independent selections
+  EXPECT_ROUTE(SK::by_union, choose_sparse_attention(prefill_8k(), pr, t));  // Qb = 1: from the selection
   EXPECT_ROUTE(DK::decode_split, choose_dense_attention(decode_b8(), pr, t));
   EXPECT_ROUTE(DK::decode_split, choose_dense_attention(decode_b1(), pr, t));
   EXPECT_ROUTE(DK::flash_wgmma, choose_dense_attention(prefill_8k(), pr, t));
@@ -91,7 +92,7 @@ TEST(AttentionChoose, DefaultsOnA100) {
   const Tuning t;
   EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(decode_b8(), pr, t));
   EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(decode_b1(), pr, t));
-  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(prefill_8k(), pr, t));
+  EXPECT_ROUTE(SK::by_union, choose_sparse_attention(prefill_8k(), pr, t));
   EXPECT_ROUTE(DK::decode_split, choose_dense_attention(decode_b8(), pr, t));
   EXPECT_ROUTE(DK::flash, choose_dense_attention(prefill_8k(), pr, t));
   EXPECT_ROUTE(PK::flash, choose_patch_attention(patch(4096), pr, t));
@@ -117,10 +118,10 @@ TEST(AttentionChoose, MultiTokenDecodeOnTheDecodeKernels) {
   EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(m3(128, 8, 50 << 10), pr, t));    // T = 1024
   EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(m3(128, 16, 50 << 10), pr, t));   // T = 2048
   EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(m3(256, 16, 32 << 10), pr, t));   // T = 4096
-  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(m3(32, 17, 50 << 10), pr, t));            // 17 per sequence
+  EXPECT_ROUTE(SK::by_union, choose_sparse_attention(m3(32, 17, 50 << 10), pr, t));        // 17 per sequence
   EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(m3(128, 8, 50 << 10), a100(), t));
   EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(m3(128, 8, 50 << 10), pr, with(&Tuning::decode, 1)));
-  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(m3(128, 8, 50 << 10), pr, with(&Tuning::decode, 0)));
+  EXPECT_ROUTE(SK::by_union, choose_sparse_attention(m3(128, 8, 50 << 10), pr, with(&Tuning::decode, 0)));
   AttnCall qb4 = m3(128, 8, 50 << 10);
   qb4.Qb = 4;
   qb4.NQ = 128 * 2;
@@ -162,8 +163,8 @@ TEST(AttentionChoose, DecodeKnob) {
   // 1: split-KV only.
   EXPECT_ROUTE(SK::decode_split, choose_sparse_attention(decode_b8(), pr, with(&Tuning::decode, 1)));
   EXPECT_ROUTE(DK::decode_split, choose_dense_attention(decode_b8(), pr, with(&Tuning::decode, 1)));
-  // 0: no decode kernels; sparse at Qb = 1 falls to wmma, dense to the prefill kernels.
-  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(decode_b8(), pr, with(&Tuning::decode, 0)));
+  // 0: no decode kernels; sparse at Qb = 1 falls to the prefill choice, dense to the prefill kernels.
+  EXPECT_ROUTE(SK::by_union, choose_sparse_attention(decode_b8(), pr, with(&Tuning::decode, 0)));
   EXPECT_ROUTE(DK::flash_wgmma, choose_dense_attention(decode_b8(), pr, with(&Tuning::decode, 0)));
   EXPECT_ROUTE(DK::flash, choose_dense_attention(decode_b8(), a100(), with(&Tuning::decode, 0)));
 }
@@ -196,6 +197,57 @@ TEST(AttentionChoose, FlashSparseKnob) {
   EXPECT_ROUTE(SK::flash, choose_sparse_attention(c, pr, with(&Tuning::flash_sparse, -1)));
 }
 
+// Token-level sparse prefill (Qb = 1): by default the selection decides between the
+// KV-block-outer kernel and the flash union walk (by_union); kv_outer 1 takes the
+// KV-block-outer kernel wherever it applies (decode sizes included), 0 never.
+TEST(AttentionChoose, KvOuterKnob) {
+  const DeviceProps pr = h200();
+  EXPECT_ROUTE(SK::kv_outer, choose_sparse_attention(prefill_8k(), pr, with(&Tuning::kv_outer, 1)));
+  EXPECT_ROUTE(SK::kv_outer, choose_sparse_attention(decode_b8(), pr, with(&Tuning::kv_outer, 1)));
+  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(prefill_8k(), pr, with(&Tuning::kv_outer, 0)));
+  EXPECT_ROUTE(SK::decode_cluster, choose_sparse_attention(decode_b8(), pr, Tuning{}));
+  // flash_sparse fixes the flash side: 1 always the union walk, 0 the KV-block-outer kernel.
+  EXPECT_ROUTE(SK::flash, choose_sparse_attention(prefill_8k(), pr, with(&Tuning::flash_sparse, 1)));
+  EXPECT_ROUTE(SK::kv_outer, choose_sparse_attention(prefill_8k(), pr, with(&Tuning::flash_sparse, 0)));
+  AttnCall c = prefill_8k();
+  c.Bs = 256;  // a slab larger than the kernel's shared memory holds
+  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(c, pr, Tuning{}));
+  c = prefill_8k();
+  c.Qb = 2;  // query blocks of several tokens
+  c.NQ = c.T / 2;
+  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(c, pr, Tuning{}));
+  c = prefill_8k();
+  c.pages = 0;  // no cache
+  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(c, pr, Tuning{}));
+  c = prefill_8k();
+  c.dtype = hal::DType::f32;
+  EXPECT_ROUTE(SK::portable, choose_sparse_attention(c, pr, with(&Tuning::kv_outer, 1)));
+  // The union walk only with whole warps per token (G a multiple of 16).
+  c = prefill_8k();
+  c.Hkv = 16;
+  c.G = 4;
+  c.Hs = 16;
+  EXPECT_ROUTE(SK::kv_outer, choose_sparse_attention(c, pr, Tuning{}));
+  c.Hkv = 2;
+  c.G = 32;
+  c.Hs = 2;
+  EXPECT_ROUTE(SK::by_union, choose_sparse_attention(c, pr, Tuning{}));
+}
+
+// The flash union walk up to flash_union_pct percent of tpc x k distinct blocks per flash
+// block on average (8 tokens x 16 entries = 128 at the M3 shape), kv_outer past it.
+TEST(AttentionChoose, ByUnionThreshold) {
+  const Tuning t;  // 40%
+  const int64_t blocks = 4096;
+  EXPECT_ROUTE(SK::flash, choose_by_union(blocks * 20, blocks, 8, 16, t));  // correlated: ~20 per block
+  EXPECT_ROUTE(SK::flash, choose_by_union(blocks * 128 * 40 / 100, blocks, 8, 16, t));
+  EXPECT_ROUTE(SK::kv_outer, choose_by_union(blocks * 128 * 40 / 100 + 1, blocks, 8, 16, t));
+  EXPECT_ROUTE(SK::kv_outer, choose_by_union(blocks * 127, blocks, 8, 16, t));  // independent: nearly all distinct
+  EXPECT_ROUTE(SK::flash, choose_by_union(0, blocks, 8, 16, t));                // nothing selected
+  EXPECT_ROUTE(SK::kv_outer, choose_by_union(1, blocks, 8, 16, with(&Tuning::flash_union_pct, 0)));
+  EXPECT_ROUTE(SK::flash, choose_by_union(blocks * 128, blocks, 8, 16, with(&Tuning::flash_union_pct, 100)));
+}
+
 TEST(AttentionChoose, TestHooksDoNotRoute) {
   const DeviceProps pr = h200();
   for (int Tuning::*hook : {&Tuning::flash_splits, &Tuning::cluster_merge, &Tuning::pdl}) {
@@ -217,13 +269,13 @@ TEST(AttentionChoose, FlashSplitsHookForcesTheSplitCount) {
 
 TEST(AttentionChoose, SplitDecodeNeedsACounterSlot) {
   // B = 8 on the A100 splits the selected blocks (32 groups on 108 SMs): without a counter
-  // slot the split kernel cannot run and sparse falls to wmma.
+  // slot the split kernel cannot run and sparse falls to the prefill choice.
   const AttnCall c0 = decode_b8();
   EXPECT_GT(attn_geom::decode_splits(attn_geom::decode_sparse_groups(c0), int64_t{c0.k} * 2, a100()), 1);
   for (int slot : {-1, attn_geom::kDecCtrSlots}) {
     AttnCall c = decode_b8();
     c.counter_slot = slot;
-    EXPECT_ROUTE(SK::wmma, choose_sparse_attention(c, a100(), Tuning{}));
+    EXPECT_ROUTE(SK::by_union, choose_sparse_attention(c, a100(), Tuning{}));
     EXPECT_ROUTE(SK::decode_cluster, choose_sparse_attention(c, h200(), Tuning{}));  // no split counters needed
   }
 }
@@ -250,7 +302,7 @@ TEST(AttentionChoose, ShapesOutsideTheFastKernels) {
   EXPECT_ROUTE(DK::wmma, choose_dense_attention(c, pr, Tuning{}));
   c = decode_b8();
   c.k = 200;  // more selected blocks than the decode kernels take
-  EXPECT_ROUTE(SK::wmma, choose_sparse_attention(c, pr, Tuning{}));
+  EXPECT_ROUTE(SK::by_union, choose_sparse_attention(c, pr, Tuning{}));
   c = prefill_8k();
   c.Bs = 64;  // wgmma tiles need Bs % 128 == 0
   EXPECT_ROUTE(DK::flash, choose_dense_attention(c, pr, Tuning{}));

@@ -74,6 +74,11 @@ int flash_sparse_splits(const AttnCall& c, const DeviceProps& pr, const Tuning& 
   return flash_splits(flash_groups(c, tpc), tiles, c, flash_row_tiles(true, c.D), pr, t);
 }
 
+int64_t kv_outer_group_tokens(int Hq, int k, int D) {
+  const int64_t per_token = int64_t{std::max(1, Hq)} * std::max(1, k) * (int64_t{std::max(1, D)} * 2 + 4);
+  return std::max<int64_t>(1, kKvoPartialBytes / per_token);
+}
+
 // One block per SM, each split at least 4 tiles of 128 keys.
 int wgmma_splits(const AttnCall& c, const DeviceProps& pr, const Tuning& t) {
   const int64_t tiles = (int64_t{c.max_blocks} * c.Bs + kWgBK - 1) / kWgBK;
@@ -138,13 +143,38 @@ bool flash_sparse_ok(const AttnCall& c, const DeviceProps& pr, const Tuning& t) 
   return fits_grid(flash_groups(c, tpc) * flash_sparse_splits(c, pr, t));
 }
 
+// KV-block-outer prefill: token-level selection (Qb = 1, one query block per token) past
+// the decode sizes. kv_outer -1 takes it there, 0 never, 1 wherever it applies (decode
+// sizes included: the cross-check's small cases run it).
+bool kv_outer_ok(const AttnCall& c, const DeviceProps& pr, const Tuning& t) {
+  if (t.kv_outer == 0 || !flash_ok(c, pr, t) || c.Qb != 1 || c.NQ != c.T || c.T <= 0) return false;
+  if (c.Bs < 1 || c.Bs > kKvoMaxBs || c.G < 1 || c.G > kKvoMaxG || c.k < 1 || !shared_or_per_head(c)) return false;
+  // slabs (pages x KV heads), the sorted entries of a group and its partial slots fit int
+  const int64_t group = std::min<int64_t>(c.T, kv_outer_group_tokens(c.Hq, c.k, c.D));
+  return c.pages >= 1 && c.pages * c.Hkv < INT32_MAX && group * c.Hs * c.k < (int64_t{1} << 30) &&
+         group * c.Hq * c.k < INT32_MAX;
+}
+
 }  // namespace
 
 SparseAttentionKernel choose_sparse_attention(const AttnCall& c, const DeviceProps& pr, const Tuning& t) {
+  if (t.kv_outer == 1 && kv_outer_ok(c, pr, t)) return SparseAttentionKernel::kv_outer;  // decode sizes too
   if (decode_ok(c, pr, t, decode_sized_sparse(c)) && c.k <= kDecMaxK && shared_or_per_head(c)) {
     if (cluster_ok(c, pr, t)) return SparseAttentionKernel::decode_cluster;
     const int S = decode_splits(decode_sparse_groups(c), int64_t{c.k} * decode_tiles_per_block(c.Bs), pr);
     if (split_launchable(S, c)) return SparseAttentionKernel::decode_split;
+  }
+  if (t.flash_sparse != 1 && kv_outer_ok(c, pr, t)) {
+    // Correlated selections (neighbouring tokens choosing mostly the same blocks) favour
+    // the flash kernel's union walk, independent ones kv_outer: decided from the
+    // selection itself unless a knob fixes it. The walk only where a warp's 16 rows
+    // belong to one token (G % 16 == 0): a warp mixing tokens runs the tiles of blocks
+    // some of its tokens did not select, and a NaN value there would reach their rows
+    // through P = 0 (the non-finite rule).
+    Tuning walk = t;
+    walk.flash_sparse = 1;
+    const bool union_walk = t.kv_outer == -1 && t.flash_sparse == -1 && c.G % 16 == 0 && flash_sparse_ok(c, pr, walk);
+    return union_walk ? SparseAttentionKernel::by_union : SparseAttentionKernel::kv_outer;
   }
   if (flash_sparse_ok(c, pr, t)) return SparseAttentionKernel::flash;
   return wmma_ok(c, pr, t) ? SparseAttentionKernel::wmma : SparseAttentionKernel::portable;
@@ -168,12 +198,22 @@ PatchAttentionKernel choose_patch_attention(const AttnCall& c, const DeviceProps
   return wmma_ok(c, pr, t) ? PatchAttentionKernel::wmma : PatchAttentionKernel::portable;
 }
 
+SparseAttentionKernel choose_by_union(int64_t sum, int64_t blocks, int tpc, int k, const Tuning& t) {
+  const int64_t cap = blocks * std::max(1, tpc) * std::max(1, k);
+  return sum * 100 <= int64_t{std::clamp(t.flash_union_pct, 0, 100)} * cap ? SparseAttentionKernel::flash
+                                                                           : SparseAttentionKernel::kv_outer;
+}
+
 const char* kernel_name(SparseAttentionKernel k) {
   switch (k) {
+    case SparseAttentionKernel::by_union:
+      return "by_union";
     case SparseAttentionKernel::decode_cluster:
       return "decode_cluster";
     case SparseAttentionKernel::decode_split:
       return "decode_split";
+    case SparseAttentionKernel::kv_outer:
+      return "kv_outer";
     case SparseAttentionKernel::flash:
       return "flash";
     case SparseAttentionKernel::wmma:

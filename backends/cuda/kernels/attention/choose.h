@@ -24,11 +24,14 @@ struct AttnCall {
   int Qb = 1, k = 0, Hs = 1;          // sparse: query block size, selected blocks, selection heads
   bool aligned16 = true;              // q, the K/V tensors and out start on 16-byte boundaries
   int counter_slot = -1;              // the stream's counter slot (-1: none)
+  int64_t pages = 0;                  // paged ops: cache pages
 };
 
 enum class SparseAttentionKernel {
   decode_cluster,  // sm_90 thread-block clusters, the M3 decode shape (sparse_block_attention/decode_cluster.cu)
   decode_split,    // split-KV mma.sync decode (attention/decode_split.cu)
+  by_union,        // kv_outer or flash, from the selection's union size per flash block (kv_outer.cu)
+  kv_outer,        // KV-block-outer prefill, token-level selection (sparse_block_attention/kv_outer.cu)
   flash,           // FlashAttention-2-style prefill over the selections' union (attention/flash_prefill.cu)
   wmma,            // the shared-core kernel on wmma tensor cores (attention/wmma.cu)
   portable,        // the shared-core kernel on FMA (portable/sparse_block_attention.cu)
@@ -51,6 +54,10 @@ const char* kernel_name(DenseAttentionKernel k);
 const char* kernel_name(PatchAttentionKernel k);
 
 SparseAttentionKernel choose_sparse_attention(const AttnCall& c, const DeviceProps& pr, const Tuning& t);
+// by_union, once the selection is known: the flash kernel's union walk when its blocks'
+// unions (distinct selected blocks of tpc consecutive tokens and a selection head; `sum`
+// over `blocks` of them) average at most t.flash_union_pct percent of tpc x k, else kv_outer.
+SparseAttentionKernel choose_by_union(int64_t sum, int64_t blocks, int tpc, int k, const Tuning& t);
 DenseAttentionKernel choose_dense_attention(const AttnCall& c, const DeviceProps& pr, const Tuning& t);
 PatchAttentionKernel choose_patch_attention(const AttnCall& c, const DeviceProps& pr, const Tuning& t);
 
@@ -79,6 +86,14 @@ inline constexpr int kFaBK = 64;        // keys per tile
 inline constexpr int kFaMaxSel = 1024;  // sparse: (local query block, entry) pairs per block
 inline constexpr int kFaMaxQl = 32;     // sparse: local query blocks per block (mask bits)
 inline constexpr int kFaMaxSplits = 64;
+
+// KV-block-outer sparse prefill (sparse_block_attention/kv_outer.cu).
+inline constexpr int kKvoMaxBs = 128;                          // keys a slab holds in shared memory
+inline constexpr int kKvoMaxG = 128;                           // query rows per item
+inline constexpr int64_t kKvoPartialBytes = int64_t{1} << 30;  // partials per token group
+// Tokens per group: the most whose partials (Hq x k per token, D values of 2 bytes and an
+// f32 lse each) fit kKvoPartialBytes.
+int64_t kv_outer_group_tokens(int Hq, int k, int D);
 
 // Warpgroup-MMA dense prefill (dense_attention/flash_wgmma.cu).
 inline constexpr int kWgRows = 128, kWgBK = 128, kWgD = 128, kWgMaxSplits = 64;

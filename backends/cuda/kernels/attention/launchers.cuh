@@ -22,6 +22,11 @@ void launch_decode_split_sparse(Stream& st, const SparseParams& p, hal::DType dt
 void launch_decode_split_dense(Stream& st, const DenseParams& p, hal::DType dt);
 // sparse_block_attention/decode_cluster.cu
 void launch_decode_cluster(Stream& st, const SparseParams& p, hal::DType dt);
+// sparse_block_attention/kv_outer.cu (token-level selection, Qb = 1)
+void launch_kv_outer_sparse(Stream& st, const SparseParams& p, hal::DType dt);
+// The same or launch_flash_sparse, from the selection's union size per flash block
+// (choose_by_union; a host read-back of one statistic). Inside a graph capture: kv_outer.
+void launch_sparse_by_union(Stream& st, const SparseParams& p, hal::DType dt);
 // attention/flash_prefill.cu (patch: p.chunks of attn_geom::kFaRows tokens)
 void launch_flash_sparse(Stream& st, const SparseParams& p, hal::DType dt);
 void launch_flash_dense(Stream& st, const DenseParams& p, hal::DType dt);

@@ -45,6 +45,7 @@ AttnCall attn_call(const Stream& st, const SparseParams& p, hal::DType dt) {
   c.Qb = p.Qb;
   c.k = p.k;
   c.Hs = p.Hs;
+  c.pages = p.bt.P;
   return c;
 }
 

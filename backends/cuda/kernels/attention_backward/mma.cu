@@ -29,22 +29,6 @@ namespace {
 
 constexpr int kDeltaThreads = 128;
 
-// cnt[s] = items of slab s (page s / Hkv, KV head s % Hkv): ceil(tokens / tpi), at least 1
-// (its dk / dv are written even when nothing attended it); cnt[S] = 0. Scanned in place.
-__global__ void __launch_bounds__(kPrepThreads)
-    slab_items_kernel(InverseIndex inv, const int* tokpre, int S, int Hkv, int Hb, int tpi, int* cnt) {
-  for (int s = blockIdx.x * kPrepThreads + threadIdx.x; s <= S; s += gridDim.x * kPrepThreads) {
-    int n = 0;
-    if (s < S) {
-      const int page = s / Hkv, g = s % Hkv;
-      const int64_t bucket = int64_t{page} * Hb + (Hb == 1 ? 0 : g);
-      const int tokens = tokpre[inv.begin[bucket + 1]] - tokpre[inv.begin[bucket]];
-      n = max(1, (tokens + tpi - 1) / tpi);
-    }
-    cnt[s] = n;
-  }
-}
-
 template <int DT, int DP>
 void launch_all(Stream& st, const MmaGrad& m, const PagedBackwardCall& c, float* delta) {
   const DeviceProps& pr = st.props();
@@ -115,7 +99,8 @@ void attention_backward_mma(Stream& st, const PagedBackwardCall& c, const Backwa
   m.S = static_cast<int>(S);
   m.chunks = chunks;
   m.tpi = static_cast<int>(items.tpi);
-  build_items(st, m, items_at, ws, si, sparse, slab_items_kernel, m.Hkv, S * chunks);
+  build_items(st, m, items_at, ws, si, sparse, list_items_kernel<EmptyLists::every>, m.Hkv,
+              S * chunks);  // every slab's dk / dv is written
 
   const bool f16 = c.dtype == hal::DType::f16;
   if (g.D <= 64) {

@@ -1,8 +1,9 @@
 // The host-side work setup the KV-block-outer tensor-core kernels share (attention
-// backward's dk / dv kernel, indexer_kl's dki kernel; each op's mma.cu): the scratch it
-// takes; per call the sequence info, the sorted inverse index, its entries' token prefix,
-// each list's item count scanned into offsets and the zeroed chunk flags and ticket; and
-// the persistent launch sized by the blocks' key chunks.
+// backward's dk / dv kernel, indexer_kl's dki kernel, each op's mma.cu; the forward's
+// sparse_block_attention/kv_outer.cu): the scratch it takes; per call the sequence info,
+// the sorted inverse index, its entries' token prefix, each list's item count scanned
+// into offsets and the zeroed chunk flags and ticket; and the persistent launch sized by
+// the blocks' key chunks.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -34,6 +35,29 @@ struct ItemScratch {
 // A kernel writing each list's item count (then scanned into the item offsets): (inverse
 // index, token prefix, lists S, heads per page, buckets per page Hb, tokens per item, counts).
 using ItemCountKernel = void (*)(InverseIndex, const int*, int, int, int, int, int*);
+
+// Which lists get an item even when no token attended them (their outputs are written
+// whatever the selection): none, every list, or a page's first head's list.
+enum class EmptyLists : int { none, every, first_head };
+
+// The ItemCountKernel of the KV-block-outer kernels: cnt[s] = items of list s (page
+// s / heads, head s % heads, bucket page * Hb + head): ceil(tokens / tpi), raised to 1 as
+// kEmpty says; cnt[S] = 0.
+template <EmptyLists kEmpty>
+__global__ void __launch_bounds__(kPrepThreads)
+    list_items_kernel(InverseIndex inv, const int* tokpre, int S, int heads, int Hb, int tpi, int* cnt) {
+  for (int s = blockIdx.x * kPrepThreads + threadIdx.x; s <= S; s += gridDim.x * kPrepThreads) {
+    int n = 0;
+    if (s < S) {
+      const int page = s / heads, g = s % heads;
+      const int64_t bucket = int64_t{page} * Hb + (Hb == 1 ? 0 : g);
+      const int tokens = tokpre[inv.begin[bucket + 1]] - tokpre[inv.begin[bucket]];
+      n = (tokens + tpi - 1) / tpi;
+      if (kEmpty == EmptyLists::every || (kEmpty == EmptyLists::first_head && g == 0)) n = max(n, 1);
+    }
+    cnt[s] = n;
+  }
+}
 
 // Fills the work fields of kernel arguments `m` (tokpre, item_off, sem, ticket, inv; sets,
 // Hb, S and tpi already set) in workspace `ws` laid out by `x`: the sequence info `si`, the

@@ -26,24 +26,6 @@ namespace {
 
 using bwd::kPrepThreads;
 
-// cnt[s] = items of list s (page s / Hs, selection head s % Hs): ceil(tokens / tpi), at
-// least 1 for a page's first list (its dki is written even when nothing attended it);
-// cnt[S] = 0. Scanned in place.
-__global__ void __launch_bounds__(kPrepThreads)
-    list_items_kernel(InverseIndex inv, const int* tokpre, int S, int Hs, int Hb, int tpi, int* cnt) {
-  for (int s = blockIdx.x * kPrepThreads + threadIdx.x; s <= S; s += gridDim.x * kPrepThreads) {
-    int n = 0;
-    if (s < S) {
-      const int page = s / Hs, g = s % Hs;
-      const int64_t bucket = int64_t{page} * Hb + (Hb == 1 ? 0 : g);
-      const int tokens = tokpre[inv.begin[bucket + 1]] - tokpre[inv.begin[bucket]];
-      n = (tokens + tpi - 1) / tpi;
-      if (g == 0) n = max(n, 1);
-    }
-    cnt[s] = n;
-  }
-}
-
 int log2_of(int G) {
   int b = 0;
   while ((1 << b) < G) ++b;
@@ -122,7 +104,9 @@ void indexer_kl_mma(Stream& st, const ops::IndexerKlArgs& a, const KlItems& item
   m.S = static_cast<int>(S);
   m.chunks = static_cast<int>(chunks);
   m.tpi = static_cast<int>(items.tpi);
-  bwd::build_items(st, m, items_at, ws, si, sparse, list_items_kernel, m.Hs, P * chunks);
+  // a page's first list is written even when nothing attended the page
+  bwd::build_items(st, m, items_at, ws, si, sparse, bwd::list_items_kernel<bwd::EmptyLists::first_head>, m.Hs,
+                   P * chunks);
 
   if (DP == 64)
     launch_all<kBF16, 64>(st, m, T, P);

@@ -40,6 +40,9 @@ struct AttendSets {
   int k = 0;
   int Hs = 1;      // block_idx rows per query block
   int64_t NQ = 0;  // query blocks (dense: B, an upper bound)
+  // Sparse: the inverse index covers query blocks qb_first .. (entry e of entry_kernel is
+  // raw entry qb_first * Hs * k + e), so a call's queries can be indexed in groups.
+  int64_t qb_first = 0;
 };
 
 // One block: validates every sequence (raising the flag as the forward kernels do),
@@ -189,9 +192,10 @@ __global__ void __launch_bounds__(kThreads)
       int64_t qb;
       int hs, c;
       if (a.bidx != nullptr) {
-        qb = e / (int64_t{a.Hs} * a.k);
-        hs = static_cast<int>((e / a.k) % a.Hs);
-        c = a.bidx[e];
+        const int64_t ea = a.qb_first * a.Hs * a.k + e;  // E stays inside block_idx
+        qb = ea / (int64_t{a.Hs} * a.k);
+        hs = static_cast<int>((ea / a.k) % a.Hs);
+        c = a.bidx[ea];
       } else {
         qb = e / a.bt.max_blocks;
         hs = -1;

@@ -15,6 +15,10 @@ void sparse_block_attention(hal::Stream& s, const ops::SparseAttentionArgs& a) {
       return launch_decode_cluster(st, p, dt);
     case SparseAttentionKernel::decode_split:
       return launch_decode_split_sparse(st, p, dt);
+    case SparseAttentionKernel::by_union:
+      return launch_sparse_by_union(st, p, dt);
+    case SparseAttentionKernel::kv_outer:
+      return launch_kv_outer_sparse(st, p, dt);
     case SparseAttentionKernel::flash:
       return launch_flash_sparse(st, p, dt);
     case SparseAttentionKernel::wmma:
