@@ -23,6 +23,9 @@
 #   prefill       token-level sparse prefill (Qb = 1, 8K chunk): the KV-block-outer kernel, the
 #                 wmma kernel and the flash kernel's union walk, on random and correlated
 #                 (walk) selections
+#   topk          block_topk on an 8K prefill chunk's rows (128K, 1M): the register paths
+#                 (default) against the row kernel (MSA_TOPK_REGISTER=0), then the 8K-chunk
+#                 MSA layer at 1M with each
 #   sdpa          PyTorch SDPA decode baseline (bench/sdpa_baseline.py)
 #   sweep         MSA layer against msa's dense and PyTorch SDPA, 32K..1M (bench/layer_sweep.py;
 #                 $SWEEP_ARGS)
@@ -70,6 +73,10 @@ routing_tuning() { echo "${1#*:}"; }
 # The executable of a test suite (tests/<name>/ or tests/).
 suite() { local exe=$B/tests/$1/msa_tests_$1; [ -x "$exe" ] || exe=$B/tests/msa_tests_$1; echo "$exe"; }
 passed() { grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$1" | tr '\n' ' '; }
+# The op rows of an `msa layer` log.
+layer_rows() {
+  grep -E '^(indexer_score|block_topk|indexer_topk|sparse_block_attention|msa layer|dense_attention) |share|ratio' "$1"
+}
 
 # shellcheck disable=SC1091  # the device machine's toolchain (absent elsewhere)
 [ -f .device-deps/unpack.sh ] && source .device-deps/unpack.sh > /dev/null 2>&1
@@ -201,6 +208,23 @@ if has prefill; then
   pack
 fi
 
+if has topk; then
+  say "block_topk prefill rows: register paths vs the row kernel; the 8K-chunk layer at 1M"
+  TF='block_topk/B=1 T=8192 q=.8192. kv=.(131072|1048576).'
+  for v in default:MSA_TOPK_REGISTER=1 row:MSA_TOPK_REGISTER=0; do
+    name=$(routing_name "$v")
+    env $(routing_env "$v") timeout 60 "$BENCH" --backend=cuda --benchmark_filter="$TF" \
+      --benchmark_min_time=0.05s > "$LOG_DIR/bench_topk_prefill_$name.log" 2>&1
+    note "topk prefill $name rc=$?"
+    grep -E "^cuda/block_topk" "$LOG_DIR/bench_topk_prefill_$name.log" | cut -c1-220 | sed "s|^|$name |" | tee -a "$LOG"
+    env $(routing_env "$v") timeout 90 "$MSA" layer --backend cuda --batch 1 --context 1048576 --q-len 8192 --iters 5 \
+      > "$LOG_DIR/layer_prefill_topk_$name.log" 2>&1
+    note "layer 8K chunk 1M $name rc=$?"
+    layer_rows "$LOG_DIR/layer_prefill_topk_$name.log" | sed "s|^|$name |" | tee -a "$LOG"
+  done
+  pack
+fi
+
 if has sdpa; then
   say "PyTorch SDPA decode baseline"
   PYTHONUNBUFFERED=1 timeout 60 python3 "$SRC/bench/sdpa_baseline.py" --out "$LOG_DIR/sdpa.json" > "$LOG_DIR/sdpa.log" 2>&1
@@ -221,9 +245,6 @@ fi
 
 # msa layer --queued at "B context" shapes, one run per key format (or per variant).
 LAYER_SHAPES=${LAYER_SHAPES:-"8 1048576|1 1048576|8 131072|1 131072"}
-layer_rows() {
-  grep -E '^(indexer_score|block_topk|indexer_topk|sparse_block_attention|msa layer|dense_attention) |share|ratio' "$1"
-}
 if has layer; then
   say "msa layer --queued per key format at $LAYER_SHAPES"
   IFS='|' read -ra shapes <<< "$LAYER_SHAPES"

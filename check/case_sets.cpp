@@ -429,6 +429,17 @@ void add_full_selection(CaseList& c) {
     c.push_back(block_topk_case(p));
     c.push_back(block_topk_case(attn({{1, 1}, {190000, 1024000}}, 8, 1, 64, 64, 1, 128, kBF16, SelectionMode::shared)));
     c.push_back(block_topk_case(attn({{1}, {2000000}}, 8, 2, 64, 64, 1, 100, kBF16)));
+    // More rows than the split path takes (2 per SM) of over 2048 blocks: one wide block
+    // per row. Rows of 3004 scores (float4 loads, 8 keys per thread) with sinks and a
+    // local window; then rows of 12502 scores (scalar loads, 16 keys per thread) in shared
+    // mode, k = 64, the first sequence's of <= 8190 valid blocks, the second's of more
+    // (the row kernel after the wide one).
+    AttnParams w = attn({{150}, {192192}}, 8, 2, 64, 64, 1, 16, kBF16);
+    w.n_sink = 2;
+    w.n_local = 2;
+    c.push_back(block_topk_case(w));
+    c.push_back(
+        block_topk_case(attn({{270, 60}, {524160, 800040}}, 8, 2, 64, 64, 1, 64, kBF16, SelectionMode::shared)));
   }
   // indexer_topk: the decode shapes a backend may fuse (CUDA: Qb = 1, <= 64 queries, rows
   // of <= 2048 blocks), each variation once, and shapes it must run unfused.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "check/case.h"
+#include "check/set_builders.h"
 #include "hal/op_id.h"
 #include "hal/registry.h"
 #include "tests/hip/emu/emu_device.h"
@@ -76,6 +77,30 @@ TEST(PortableEmuTopk, RegisterPathsMatchReference) {
       EXPECT_TRUE(r.passed) << "block_topk [" << c->vars() << "] on " << dev->name() << ": " << r.message;
     }
     EXPECT_GT(ran, 30) << "most full block_topk cases must run on " << dev->name();
+  }
+}
+
+// The wide path (a 512-thread block per row, 8 or 16 keys per thread) takes rows of over
+// 2048 blocks when there are more than 2 per SM: on the emulation's 2 SMs, a few rows
+// of 3004 scores (float4 loads) with sinks and a local window, and rows of 12502 scores
+// (scalar loads) in shared mode where one sequence's rows hold more than 8192 valid
+// blocks (the row kernel after the wide one).
+TEST(PortableEmuTopk, WidePathMatchesReference) {
+  using sets::attn;
+  AttnParams w = attn({{6}, {192192}}, 8, 2, 64, 64, 1, 16, sets::kBF16);
+  w.n_sink = 2;
+  w.n_local = 2;
+  const AttnParams mixed =
+      attn({{5, 3}, {524160, 800040}}, 8, 2, 64, 64, 1, 64, sets::kBF16, ops::SelectionMode::shared);
+  auto ref = hal::create_device("cpu-ref");
+  for (int wave : {64, 32}) {
+    auto dev = emu_device(wave);
+    for (const AttnParams& p : {w, mixed}) {
+      const auto c = block_topk_case(p);
+      const CheckResult r = c->check(*dev, *ref);
+      EXPECT_FALSE(r.skipped) << c->vars() << ": " << r.message;
+      EXPECT_TRUE(r.passed) << "block_topk [" << c->vars() << "] on " << dev->name() << ": " << r.message;
+    }
   }
 }
 

@@ -71,7 +71,6 @@ constexpr int kFusedPer = 8;                  // scores per thread of a select b
 constexpr int kFusedSlots = 8;                // streams with their own counters
 constexpr int kFusedMaxNQ = kFusedTopkMaxNQ;  // query blocks per call (this kernel takes <= 64 queries)
 static_assert(kFusedTopkMaxBlocks == kThreads * kFusedPer, "rows the fused select takes");
-static_assert(kThreads == kSelThreads, "the select's scratch is sized for this block");
 
 // Per query block counters, [slot][qb] each: indexer blocks that have written their
 // scores, select blocks that are done. Zero at load; reset by the query block's last
@@ -211,7 +210,7 @@ __device__ __forceinline__ void fused_arrive(const Params& p, int64_t qb) {
 // keys as block_topk makes them, the one-block select, the chosen blocks ascending.
 template <int PER>
 __device__ __forceinline__ void select_row(const float* srow, const RowInfo& ri, int k, int32_t* out, int32_t* cnt,
-                                           SelScratch& sc) {
+                                           SelScratch<kThreads>& sc) {
   const int tid = threadIdx.x;
   float sv[PER];
 #pragma unroll
@@ -236,7 +235,7 @@ __device__ __forceinline__ void select_row(const float* srow, const RowInfo& ri,
 // A select block: row r = qb * Hs + h of block_idx / block_cnt, after the query block's
 // `splits` indexer blocks have arrived. Hs == Hi: the indexer's rows are the select's.
 __device__ __forceinline__ void fused_select_block(const Params& p, const Batch& cbt) {
-  __shared__ SelScratch sc;
+  __shared__ SelScratch<kThreads> sc;
   const FusedTopk& f = p.topk;
   const int tid = threadIdx.x, MB = p.bt.max_blocks;
   const int64_t r = blockIdx.x - p.items * p.splits, qb = r / f.Hs;

@@ -4,10 +4,10 @@
 // never selected); equal keys at the threshold go to the lowest block indices. The chosen
 // blocks are written in ascending order, padded with -1.
 //
-// Two kernels. Many rows (prefill): one thread block per (query block, selection head)
-// row, keys in shared memory, the r-th largest key found by at most three rounds of a
+// The row kernel (any row; the fallback): one thread block per (query block, selection
+// head) row, keys in shared memory, the r-th largest key found by at most three rounds of a
 // 2048-bin histogram over the shrinking key range, then an ordered block scan.
-// Few long rows (decode: B x Hs rows of up to 8K blocks at 1M): each row is cut into S
+// The register kernels: few long rows (decode: B x Hs rows of up to 8K blocks at 1M): each row is cut into S
 // chunks of <= 2048 blocks, one thread block per chunk keeps its chunk's k best (forced
 // blocks carry the largest key, so they are always kept: at most k of them exist) with a
 // radix select held in registers, writes them in block order to the stream's
@@ -15,10 +15,13 @@
 // last selects the row's k best among the S x k candidates with the same select (the
 // union of the chunks' k best holds the row's k best; candidate order is block order, so
 // ties still go to the lower block) and resets the counter. One launch, no float atomics,
-// identical results whatever the arrival order. Few rows of <= 2048 blocks run that chunk
+// identical results whatever the arrival order. Rows of <= 2048 blocks run that chunk
 // code with S = 1 (one block per row, keys in registers, no merge) instead of the row
-// kernel; the register paths select with bins over the keys' current range and stop early
-// (select_top). Both kernels of the register paths load their scores before the batch scan.
+// kernel; more rows of over 2048 blocks than the split path takes (prefill chunks) run
+// one block of 512 threads per row with up to 16 keys per thread (the wide path; rows of
+// more than 8192 valid blocks go on to the row kernel). The
+// register paths select with bins over the keys' current range and stop early
+// (select_top), and load their scores before the batch scan.
 // choose_block_topk (block_topk_choose.h) picks the path; topk_register = 0
 // (MSA_TOPK_REGISTER) keeps every row on the row kernel.
 #include <algorithm>
@@ -43,6 +46,9 @@ struct TopkParams {
   int32_t* cnt = nullptr;        // [NQ][Hs]
   int64_t NQ = 0;
   int Hs = 1, n = 0, Qb = 1, k = 1, n_sink = 0, n_local = 1;
+  // The row kernel after the wide one: rows of at most this many valid blocks were
+  // answered by the wide kernel and are skipped (0: every row is this kernel's).
+  int done_nvalid = 0;
 };
 
 // Fills `ri` and returns true when the row needs a selection. Otherwise (no query in the
@@ -75,7 +81,7 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
   const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
   const QBlock q = locate_qblock(cbt, p.Qb, qb, p.NQ, blockIdx.x == 0);
   RowInfo ri;
-  if (!row_setup(p, q, row, true, ri)) return;
+  if (!row_setup(p, q, row, p.done_nvalid == 0, ri) || ri.nvalid <= p.done_nvalid) return;
   const int nvalid = ri.nvalid;
   auto forced = [&](int c) { return ri.forced(c); };
   const int nforced = ri.sink_end + (ri.has_local ? max(0, ri.loc_hi - max(ri.loc_lo, ri.sink_end) + 1) : 0);
@@ -198,7 +204,7 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
 constexpr int kSplitThreads = kTopkSplitThreads;  // block_topk_choose.h
 constexpr int kSplitMaxPer = kTopkSplitMaxPer;    // keys per thread: chunks and merges of <= 2048 keys
 constexpr int kSplitMaxK = kTopkSplitMaxK;
-static_assert(kSplitThreads == kSelThreads, "the select's scratch is sized for this block");
+
 constexpr int kTopkSlots = 8;  // streams with their own arrival counters
 static_assert(kSplitMaxK * 2 <= kSplitThreads * kSplitMaxPer, "a merge of two chunks fits the registers");
 
@@ -221,7 +227,7 @@ struct SplitArgs {
 // against 2200 for the one-block one).
 template <int PER, bool kOneBlock>
 __global__ void __launch_bounds__(kSplitThreads) topk_split_kernel(TopkParams p, SplitArgs sa) {
-  __shared__ SelScratch sc;
+  __shared__ SelScratch<kSplitThreads> sc;
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
   __shared__ int s_last;
   const int64_t row = blockIdx.x / sa.S;
@@ -340,6 +346,74 @@ void launch_split(Stream& st, const TopkParams& p, int64_t rows, const TopkPlan&
   MSA_CUDA_CHECK_LAUNCH();
 }
 
+// ---- many rows of > 2048 blocks (prefill chunks): one wide block per row ----------------
+constexpr int kWideThreads = kTopkWideThreads;  // block_topk_choose.h
+
+// Thread t holds blocks t * PER .. t * PER + PER - 1 in registers (the select's layout),
+// read as float4 when the rows are 16-byte aligned (n % 4 == 0), so no shared-memory copy
+// of the row and no bank-conflicted ordered pass: the row kernel's histogram rounds over
+// 2048 bins and its three ordered scans are what make it slow on 8192-block rows.
+template <int PER>
+__global__ void __launch_bounds__(kWideThreads) topk_wide_kernel(TopkParams p) {
+  __shared__ SelScratch<kWideThreads> sc;
+  __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
+  const int64_t row = blockIdx.x;
+  const int64_t qb = row / p.Hs;
+  const int tid = threadIdx.x;
+  const int c0 = tid * PER;
+  const float* srow = p.score + row * int64_t{p.n};
+  float sv[PER];
+  if (PER % 4 == 0 && p.n % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < PER; i += 4) {
+      const float4 v = c0 + i < p.n ? *reinterpret_cast<const float4*>(srow + c0 + i) : float4{0.f, 0.f, 0.f, 0.f};
+      sv[i] = v.x;
+      sv[i + 1] = v.y;
+      sv[i + 2] = v.z;
+      sv[i + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < PER; ++i) sv[i] = c0 + i < p.n ? srow[c0 + i] : 0.0f;
+  }
+  const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
+  const QBlock q = locate_qblock(cbt, p.Qb, qb, p.NQ, blockIdx.x == 0);
+  RowInfo ri;
+  // Rows of more valid blocks than the block holds are left to the row kernel.
+  if (!row_setup(p, q, row, true, ri) || ri.nvalid > kWideThreads * PER) return;
+  uint32_t key[PER];
+  int32_t blk[PER];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int c = c0 + i;
+    key[i] = c < ri.nvalid ? select_key(ri, c, sv[i]) : 0u;
+    blk[i] = c;
+  }
+  int32_t* out = p.idx + row * p.k;
+  const unsigned take = select_top<PER>(key, p.k, sc);
+  const int total = compact_taken<PER, int32_t>(take, blk, out, nullptr, nullptr, sc);
+  for (int i = total + tid; i < p.k; i += kWideThreads) out[i] = -1;
+  if (tid == 0) p.cnt[row] = total;
+}
+
+// Rows of more than 2048 blocks (block_topk_choose.h): 8 or 16 keys per thread. Past 8192
+// blocks (a page table wider than the contexts, a longer context) the row kernel follows
+// for the rows of more than 8192 valid blocks, and returns at once on the others.
+void launch_rows(Stream& st, const TopkParams& p, int64_t rows);
+void launch_wide(Stream& st, const TopkParams& p, int64_t rows) {
+  const unsigned grid = static_cast<unsigned>(rows);
+  if (p.n <= kWideThreads * 8)
+    topk_wide_kernel<8><<<grid, kWideThreads, 0, st.native()>>>(p);
+  else
+    topk_wide_kernel<kTopkWideMaxPer><<<grid, kWideThreads, 0, st.native()>>>(p);
+  MSA_CUDA_CHECK_LAUNCH();
+  if (p.n > kTopkWideMaxKeys) {
+    TopkParams rest = p;
+    rest.done_nvalid = kTopkWideMaxKeys;
+    launch_rows(st, rest, rows);
+  }
+}
+
 // Many rows (or the ones the register paths do not take): a block per row.
 void launch_rows(Stream& st, const TopkParams& p, int64_t rows) {
   const size_t smem = static_cast<size_t>(std::max(p.n, 1)) * sizeof(uint32_t);
@@ -384,6 +458,9 @@ void block_topk(hal::Stream& s, const ops::BlockTopkArgs& a) {
       return;
     case TopkKernel::split:
       launch_split(st, p, rows, plan);
+      return;
+    case TopkKernel::wide:
+      launch_wide(st, p, rows);
       return;
     case TopkKernel::rows:
       launch_rows(st, p, rows);

@@ -1,8 +1,8 @@
 // The one-thread-block select of block_topk's register paths (block_topk.cu), shared with
 // the decode indexer's fused select: each thread holds PER keys (ordered_key of the scores;
 // 0: not a candidate, 0xffffffff: a forced block), the k largest are taken, equal keys
-// going to the lower position, then written in position order. Blocks of kSelThreads
-// threads (scratch sizes).
+// going to the lower position, then written in position order. Blocks of at least
+// kSelBins threads (a thread per histogram bin), at most the scratch's size.
 #pragma once
 #include <cstdint>
 
@@ -10,15 +10,16 @@
 
 namespace msa::MSA_GPU_NS {
 
-constexpr int kSelThreads = 256;  // >= kSelBins: a thread per histogram bin
-constexpr int kSelBins = 256;     // 8-bit radix digits
-static_assert(kSelThreads >= kSelBins, "one bin per thread");
+constexpr int kSelBins = 256;  // 8-bit radix digits: the fewest threads a block may have
 
+// Sized for blocks of at most kMaxThreads threads (its per-warp arrays).
+template <int kMaxThreads = kSelBins>
 struct SelScratch {
+  static_assert(kMaxThreads >= kSelBins, "one bin per thread");
   int hist[2 * kSelBins];  // the select alternates halves (one barrier less per pass)
-  int scan[kSelThreads / kWarp + 1];
-  uint32_t wmin[kSelThreads / kWarp], wmax[kSelThreads / kWarp];
-  int wforced[kSelThreads / kWarp];
+  int scan[kMaxThreads / kWarp + 1];
+  uint32_t wmin[kMaxThreads / kWarp], wmax[kMaxThreads / kWarp];
+  int wforced[kMaxThreads / kWarp];
   int found_bin, found_above, found_cnt;
 };
 
@@ -36,8 +37,8 @@ struct SelScratch {
 // Forced blocks (key 0xffffffff, at most k of them) are counted apart and kept out of the
 // range: otherwise the first pass would span from the scores up to 0xffffffff and put
 // every score into one or two bins (the local-window block of every decode row).
-template <int PER>
-__device__ unsigned select_top(const uint32_t (&key)[PER], int k, SelScratch& sc) {
+template <int PER, int T>
+__device__ unsigned select_top(const uint32_t (&key)[PER], int k, SelScratch<T>& sc) {
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, nw = blockDim.x / kWarp;
   int mine = 0, forced = 0;
   uint32_t kmin = 0xffffffffu, kmax = 0u;
@@ -146,9 +147,9 @@ __device__ unsigned select_top(const uint32_t (&key)[PER], int k, SelScratch& sc
 
 // Writes the taken values in position order to dst[0..total), dst_key likewise when given;
 // returns the count. Call with every thread.
-template <int PER, class V>
+template <int PER, class V, int T>
 __device__ int compact_taken(unsigned take, const V (&val)[PER], V* dst, const uint32_t (*key)[PER], uint32_t* dst_key,
-                             SelScratch& sc) {
+                             SelScratch<T>& sc) {
   int total = 0;
   int pos = block_excl_scan(__popc(take), sc.scan, &total);
 #pragma unroll
