@@ -4,11 +4,12 @@
 // partials take at most attn_geom::kKvoPartialBytes):
 //  1. the work setup the KV-block-outer training kernels share (bwd::build_items):
 //     sequence info, the selection's inverse index sorted by CUB, its token prefix, each
-//     slab's item count scanned into offsets, the zeroed ticket;
+//     slab's item count scanned into offsets;
 //  2. every partial's lse set to -inf (a selection entry that contributes nothing leaves
 //     its slot so);
-//  3. the persistent KV-block-outer kernel writes one partial per (token, head, entry);
-//  4. one warp per (token, head) merges its k partials in entry order into out and lse.
+//  3. each item's record and each sorted entry's token, limit and slot (resolve_items_kernel);
+//  4. the persistent KV-block-outer kernel writes one partial per (token, head, entry);
+//  5. one warp per (token, head) merges its k partials in entry order into out and lse.
 // Deterministic: the partials' slots and the merge order follow from the selection.
 #include <algorithm>
 #include <cstdint>
@@ -90,6 +91,9 @@ void run_group(Stream& st, KvoParams& m, const bwd::ItemScratch& x, char* ws, Se
   const int64_t slots = nq * p.Hq * p.k;
   fill_ninf_kernel<<<grid_for(slots, kPrep, pr), kPrep, 0, st.native()>>>(m.part_lse, slots);
   MSA_CUDA_CHECK_LAUNCH();
+  // A warp per item: enough warps that each resolves one or two items of an 8K chunk.
+  resolve_items_kernel<<<static_cast<unsigned>(64 * std::max(1, pr.sm_count)), kResolveThreads, 0, st.native()>>>(m);
+  MSA_CUDA_CHECK_LAUNCH();
   using L = KvoLayout<DP>;
   allow_smem<kv_outer_kernel<DT, DP>>(L::BYTES, pr.index);
   kv_outer_kernel<DT, DP><<<static_cast<unsigned>(2 * std::max(1, pr.sm_count)), kThreads, L::BYTES, st.native()>>>(m);
@@ -106,7 +110,9 @@ void run_group(Stream& st, KvoParams& m, const bwd::ItemScratch& x, char* ws, Se
 struct KvoScratch {
   int64_t per;
   ScratchPlan plan;
-  size_t si_at, po_at, pl_at;
+  // Item records: at most one per raw entry and KV head sharing its bucket (Hkv / Hb: a
+  // shared selection's page is a slab of every KV head); sorted entries: one per raw entry.
+  size_t si_at, po_at, pl_at, rec_at, ent_at;
   bwd::ItemScratch x;
 
   KvoScratch(const SparseParams& p, int64_t per_group, int Hb)
@@ -114,6 +120,8 @@ struct KvoScratch {
         si_at(plan.reserve<SeqInfo>(p.bt.B)),
         po_at(plan.reserve<char>(per * p.Hq * p.k * p.D * 2)),
         pl_at(plan.reserve<float>(per * p.Hq * p.k)),
+        rec_at(plan.reserve<int4>(per * p.Hs * p.k * (p.Hkv / Hb))),
+        ent_at(plan.reserve<int4>(per * p.Hs * p.k)),
         x(plan, per * p.Hs * p.k, p.bt.P * Hb, p.bt.P * p.Hkv, 0) {}
 };
 
@@ -154,6 +162,8 @@ void run(Stream& st, const SparseParams& p) {
   m.sets.si = si;
   m.part_o = ws + sc.po_at;
   m.part_lse = reinterpret_cast<float*>(ws + sc.pl_at);
+  m.rec = reinterpret_cast<int4*>(ws + sc.rec_at);
+  m.ent = reinterpret_cast<int4*>(ws + sc.ent_at);
   for (int64_t q0 = 0; q0 < T; q0 += sc.per) {
     MSA_DISPATCH_DP(p.D, DP, run_group<DT, DP>(st, m, sc.x, ws, si, p, q0, std::min(sc.per, T - q0)));
   }

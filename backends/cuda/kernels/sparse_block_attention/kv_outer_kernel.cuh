@@ -4,12 +4,19 @@
 // Work: a slab is (page, KV head g); its rows are the query rows whose token selected it,
 // from the inverse index of the selection (training_index.cuh, bucket = page * Hb + head):
 // each sorted entry is one token, whose G heads of group g are rows. A slab's tokens are
-// cut into items of tpi = 128 / G tokens (128 rows); persistent blocks take items in
-// ticket order. Per item the slab's K and V rows (up to the largest causal limit of its
-// tokens, the rest zero-filled) and its query rows are copied to shared memory once, and
-// each of the 8 warps runs 16 rows over the block's keys in 64-key steps (S = Q K^T,
-// online softmax, O += P V on mma.sync m16n8k16). The result is a partial: O normalised
-// and rounded to the input type, and its lse, at the row's slot (token, head, j) for the
+// cut into items of tpi = 128 / G tokens (128 rows). resolve_items_kernel turns each item
+// into a record {slab, first sorted entry, entries, keys attended} and each sorted entry
+// into {token, causal limit in the block, partial slot}, one warp per item, all items at
+// once: the chain of dependent reads that finds an item (the slab by binary search over
+// the item offsets, the bucket's token prefix, the entry ids, the entries) is paid in
+// parallel instead of once per item on the attention kernel's critical path.
+// The persistent blocks of kv_outer_kernel take items blockIdx.x, + gridDim.x, ... Per
+// item the slab's K and V rows (up to the item's largest causal limit, the rest
+// zero-filled) and its query rows are copied to shared memory once, while the next
+// item's record and entries are fetched into the other half of a double buffer; each of
+// the 8 warps runs 16 rows over the block's keys in 64-key steps (S = Q K^T, online
+// softmax, O += P V on mma.sync m16n8k16). The result is a partial: O normalised and
+// rounded to the input type, and its lse, at the row's slot (token, head, j) for the
 // selection entry j that chose the block. kv_outer.cu merges a row's k partials in j
 // order (out, lse), so every sum has a fixed order and no float atomics.
 #pragma once
@@ -20,7 +27,6 @@
 
 namespace msa::cuda::kvo {
 
-using bwd::claim_ticket;
 using bwd::item_span;
 using bwd::ItemSpan;
 using bwd::warp_last_le;
@@ -47,9 +53,42 @@ struct KvoParams {
   const int* item_off = nullptr;  // [S + 1]: first item of slab s (S = P * Hkv)
   int S = 0;
   int tpi = 1;
-  int* ticket = nullptr;  // item counter of the persistent blocks (zeroed per group)
+  int* ticket = nullptr;  // (bwd::build_items' ticket and flags: unused here)
   int* sem = nullptr;
+  int4* rec = nullptr;  // [items]: {slab, first sorted entry, entries, keys attended} (resolve_items_kernel)
+  int4* ent = nullptr;  // [sorted entries]: {token, causal limit in the block, partial slot base, 0}
 };
+
+inline constexpr int kResolveThreads = 256;
+
+// One warp per item (grid-stride over the items the offsets count): its record and its
+// entries' {token, limit, slot}. A shared selection (Hb = 1) makes a page's entries the
+// items of every KV head's slab: the head 0 item writes them.
+__global__ void __launch_bounds__(kResolveThreads) resolve_items_kernel(const KvoParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = int64_t{gridDim.x} * (kResolveThreads / 32);
+  const int n_items = __ldcg(p.item_off + p.S);
+  const int Bs = p.sets.bt.Bs, HsK = p.sets.Hs * p.k, HqK = p.Hq * p.k;
+  for (int64_t t = (int64_t{blockIdx.x} * kResolveThreads + threadIdx.x) / 32; t < n_items; t += warps) {
+    const int ti = static_cast<int>(t);
+    const int s = warp_last_le(p.item_off, 0, p.S, ti, lane);
+    const int m = ti - __ldcg(p.item_off + s);
+    const int page = s / p.Hkv, g = s % p.Hkv;
+    const ItemSpan sp = item_span(p.inv, p.tokpre, int64_t{page} * p.Hb + (p.Hb == 1 ? 0 : g), m, p.tpi, lane);
+    int nk = 0;
+    for (int i = lane; i < sp.nw; i += 32) {
+      const int64_t id = p.inv.id(sp.wa + i);
+      const Entry en = p.inv.ent[id];
+      const int lim = attended_slots(Bs, en.p0, en.c);
+      const int qrel = static_cast<int>(id / HsK), j = static_cast<int>(id % p.k);
+      if (p.Hb != 1 || g == 0) p.ent[sp.wa + i] = make_int4(en.t0, lim, qrel * HqK + j, 0);
+      nk = max(nk, lim);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) nk = max(nk, __shfl_xor_sync(0xffffffffu, nk, o));
+    if (lane == 0) p.rec[t] = make_int4(s, sp.wa, sp.nw, nk);
+  }
+}
 
 // Shared rows padded by 16 bytes (ldmatrix without bank conflicts, as flash_prefill's).
 template <int DP>
@@ -59,58 +98,40 @@ struct KvoLayout {
   static constexpr int BYTES = Q_OFF + kRows * ROWB;
 };
 
-// grid: persistent blocks (any number: items are claimed from p.ticket).
+// Item `it`'s record into s_rec and its entries into s_ent by cp.async (committed by the
+// caller). Call with every thread.
+__device__ __forceinline__ void fetch_item(const KvoParams& p, int it, int4* s_rec, int4* s_ent) {
+  const int4 r = __ldcg(p.rec + it);
+  for (int i = threadIdx.x; i < r.z; i += kThreads) ptx::cp_async16(ptx::smem_u32(s_ent + i), p.ent + r.y + i, 16);
+  if (threadIdx.x == 0) *s_rec = r;
+}
+
+// grid: persistent blocks (any number): block b takes items b, b + gridDim.x, ...
 template <int DT, int DP>
 __global__ void __launch_bounds__(kThreads, 2) kv_outer_kernel(const KvoParams p) {
   using L = KvoLayout<DP>;
   extern __shared__ __align__(128) char smem[];
-  __shared__ int4 s_item;        // {ticket, slab, first sorted entry, entries}
-  __shared__ int4 s_ent[kRows];  // per token: {token, causal limit in the block, slot base, -}
-  __shared__ int s_nk;           // keys of the slab any token attends
+  __shared__ int4 s_rec[2];          // double buffer: this item's record and the next's
+  __shared__ int4 s_ents[2][kRows];  // and their entries {token, limit, slot base, -}
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, qd = lane & 3;
   const uint32_t sbase = ptx::smem_u32(smem);
   const int Bs = p.sets.bt.Bs, D = p.D, G = p.G, dsteps = D / 16, dch = D / 8;
-  const int HsK = p.sets.Hs * p.k, HqK = p.Hq * p.k;
   const int n_items = __ldcg(p.item_off + p.S);
   const float ninf = __int_as_float(0xff800000u);
   constexpr int CPR = DP / 8;  // 16-byte chunks per padded row
 
-  for (;;) {
-    __syncthreads();  // the previous item is done with shared memory and s_item
-    if (warp == 0) {
-      const int ticket = claim_ticket(p.ticket, lane);
-      int4 item = make_int4(ticket, 0, 0, 0);
-      if (ticket < n_items) {
-        const int s = warp_last_le(p.item_off, 0, p.S, ticket, lane);
-        const int m = ticket - __ldcg(p.item_off + s);
-        const int page = s / p.Hkv, g = s % p.Hkv;
-        const ItemSpan sp = item_span(p.inv, p.tokpre, int64_t{page} * p.Hb + (p.Hb == 1 ? 0 : g), m, p.tpi, lane);
-        item = make_int4(ticket, s, sp.wa, sp.nw);
-      }
-      if (lane == 0) {
-        s_item = item;
-        s_nk = 0;
-      }
-    }
-    __syncthreads();
-    const int4 it = s_item;
-    if (it.x >= n_items) break;  // uniform
-    const int g = it.y % p.Hkv, nw = it.w, rows = nw * G;
-
-    // Entries: Qb = 1, so each holds one token (t0) at position p0.
-    for (int i = tid; i < nw; i += kThreads) {
-      const int64_t id = p.inv.id(it.z + i);
-      const Entry en = p.inv.ent[id];
-      const int lim = attended_slots(Bs, en.p0, en.c);
-      const int qrel = static_cast<int>(id / HsK), j = static_cast<int>(id % p.k);
-      s_ent[i] = make_int4(en.t0, lim, qrel * HqK + j, 0);
-      atomicMax(&s_nk, lim);
-    }
-    __syncthreads();
-    const int nk = s_nk, ntk = (nk + kBK - 1) / kBK;
+  if (static_cast<int>(blockIdx.x) < n_items) fetch_item(p, blockIdx.x, &s_rec[0], s_ents[0]);
+  ptx::cp_async_commit();
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+  int b = 0;
+  for (int cur = blockIdx.x; cur < n_items; cur += gridDim.x, b ^= 1) {
+    const int4 rc = s_rec[b];
+    const int4* s_ent = s_ents[b];
+    const int g = rc.x % p.Hkv, nw = rc.z, rows = nw * G, nk = rc.w, ntk = (nk + kBK - 1) / kBK;
 
     // K / V rows [0, ntk * kBK) of the slab (past nk zero-filled), then the query rows.
-    const int64_t slab0 = int64_t{it.y} * Bs * D * 2;
+    const int64_t slab0 = int64_t{rc.x} * Bs * D * 2;
     for (int f = tid; f < ntk * kBK * CPR; f += kThreads) {
       const int key = f / CPR, ch = f % CPR;
       if (ch < dch) {
@@ -129,151 +150,156 @@ __global__ void __launch_bounds__(kThreads, 2) kv_outer_kernel(const KvoParams p
         ptx::cp_async16(sbase + L::Q_OFF + r * L::ROWB + ch * 16, p.q + off, in ? 16 : 0);
       }
     }
+    // The next item's record and entries, into the buffer the previous item freed.
+    const int nxt = cur + static_cast<int>(gridDim.x);
+    if (nxt < n_items) fetch_item(p, nxt, &s_rec[b ^ 1], s_ents[b ^ 1]);
     ptx::cp_async_commit();
     ptx::cp_async_wait<0>();
     __syncthreads();
-    if (16 * warp >= rows) continue;  // warp-uniform; no barrier follows inside the item
+    if (16 * warp < rows) {  // warp-uniform; no barrier inside
 
-    // This lane's rows r0 = 16 warp + gq and r0 + 8: keys j < lim[h] of the slab are theirs.
-    const int r0 = 16 * warp + gq;
-    int lim[2];
+      // This lane's rows r0 = 16 warp + gq and r0 + 8: keys j < lim[h] of the slab are theirs.
+      const int r0 = 16 * warp + gq;
+      int lim[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) lim[h] = r0 + 8 * h < rows ? s_ent[(r0 + 8 * h) / G].y : 0;
-    float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f};
-    float o[DP / 8][4];
+      for (int h = 0; h < 2; ++h) lim[h] = r0 + 8 * h < rows ? s_ent[(r0 + 8 * h) / G].y : 0;
+      float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f};
+      float o[DP / 8][4];
 #pragma unroll
-    for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    const int qr = (lane & 7) + (((lane >> 3) & 1) << 3);
-    const uint32_t qrow = sbase + L::Q_OFF + (16 * warp + qr) * L::ROWB;
-    const float sl2 = p.scale_log2;
+      for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+      const int qr = (lane & 7) + (((lane >> 3) & 1) << 3);
+      const uint32_t qrow = sbase + L::Q_OFF + (16 * warp + qr) * L::ROWB;
+      const float sl2 = p.scale_log2;
 
 #pragma unroll 1
-    for (int kt = 0; kt < ntk; ++kt) {
-      const int k0 = kt * kBK;
-      if (!__any_sync(0xffffffffu, lim[0] > k0 || lim[1] > k0)) break;
-      const bool need_mask = __any_sync(0xffffffffu, lim[0] < k0 + kBK || lim[1] < k0 + kBK);
-      float sc[kBK / 8][4];
+      for (int kt = 0; kt < ntk; ++kt) {
+        const int k0 = kt * kBK;
+        if (!__any_sync(0xffffffffu, lim[0] > k0 || lim[1] > k0)) break;
+        const bool need_mask = __any_sync(0xffffffffu, lim[0] < k0 + kBK || lim[1] < k0 + kBK);
+        float sc[kBK / 8][4];
 #pragma unroll
-      for (int n = 0; n < kBK / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+        for (int n = 0; n < kBK / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
 #pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) {
-        if (kk < dsteps) {
-          uint32_t a[4];
-          ptx::ldsm_x4(qrow + (2 * kk + (lane >> 4)) * 16, a[0], a[1], a[2], a[3]);
-          const int ch = 2 * kk + ((lane >> 3) & 1);
+        for (int kk = 0; kk < DP / 16; ++kk) {
+          if (kk < dsteps) {
+            uint32_t a[4];
+            ptx::ldsm_x4(qrow + (2 * kk + (lane >> 4)) * 16, a[0], a[1], a[2], a[3]);
+            const int ch = 2 * kk + ((lane >> 3) & 1);
 #pragma unroll
-          for (int nb = 0; nb < kBK / 16; ++nb) {
-            const int key = k0 + nb * 16 + (lane & 7) + ((lane >> 4) << 3);
-            uint32_t b0, b1, b2, b3;
-            ptx::ldsm_x4(sbase + L::K_OFF + key * L::ROWB + ch * 16, b0, b1, b2, b3);
-            ptx::mma16816<DT>(sc[2 * nb], a, b0, b1);
-            ptx::mma16816<DT>(sc[2 * nb + 1], a, b2, b3);
+            for (int nb = 0; nb < kBK / 16; ++nb) {
+              const int key = k0 + nb * 16 + (lane & 7) + ((lane >> 4) << 3);
+              uint32_t b0, b1, b2, b3;
+              ptx::ldsm_x4(sbase + L::K_OFF + key * L::ROWB + ch * 16, b0, b1, b2, b3);
+              ptx::mma16816<DT>(sc[2 * nb], a, b0, b1);
+              ptx::mma16816<DT>(sc[2 * nb + 1], a, b2, b3);
+            }
+          }
+        }
+        // Online softmax (base 2), as flash_prefill's: rows gq (e < 2) and gq + 8 (e >= 2).
+        float mx0 = ninf, mx1 = ninf;
+#pragma unroll
+        for (int n = 0; n < kBK / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float v = sc[n][e] * sl2;
+            if (v == ninf) v = quiet_nan();  // a visible -inf logit marks the row (non-finite rule)
+            if (need_mask && k0 + 8 * n + 2 * qd + (e & 1) >= lim[e >> 1]) v = ninf;
+            sc[n][e] = v;
+            if (e < 2)
+              mx0 = fmaxf(mx0, v);
+            else
+              mx1 = fmaxf(mx1, v);
+          }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float mn0 = fmaxf(m[0], mx0), mn1 = fmaxf(m[1], mx1);
+        const float mu0 = mn0 == ninf ? 0.0f : mn0, mu1 = mn1 == ninf ? 0.0f : mn1;
+        const float a0 = ptx::ex2(m[0] - mu0), a1 = ptx::ex2(m[1] - mu1);
+        m[0] = mn0;
+        m[1] = mn1;
+        float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+        for (int n = 0; n < kBK / 8; ++n) {
+          sc[n][0] = ptx::ex2(sc[n][0] - mu0);
+          sc[n][1] = ptx::ex2(sc[n][1] - mu0);
+          sc[n][2] = ptx::ex2(sc[n][2] - mu1);
+          sc[n][3] = ptx::ex2(sc[n][3] - mu1);
+          ps0 += sc[n][0] + sc[n][1];
+          ps1 += sc[n][2] + sc[n][3];
+        }
+        l[0] = l[0] * a0 + ps0;
+        l[1] = l[1] * a1 + ps1;
+        if (__any_sync(0xffffffffu, a0 != 1.0f || a1 != 1.0f)) {
+#pragma unroll
+          for (int n = 0; n < DP / 8; ++n) {
+            o[n][0] *= a0;
+            o[n][1] *= a0;
+            o[n][2] *= a1;
+            o[n][3] *= a1;
+          }
+        }
+        // O += P V: the S accumulators of keys 16 kc .. 16 kc + 15 are the A fragment.
+#pragma unroll
+        for (int kc = 0; kc < kBK / 16; ++kc) {
+          uint32_t pa[4];
+          pa[0] = ptx::pack2<DT>(sc[2 * kc][0], sc[2 * kc][1]);
+          pa[1] = ptx::pack2<DT>(sc[2 * kc][2], sc[2 * kc][3]);
+          pa[2] = ptx::pack2<DT>(sc[2 * kc + 1][0], sc[2 * kc + 1][1]);
+          pa[3] = ptx::pack2<DT>(sc[2 * kc + 1][2], sc[2 * kc + 1][3]);
+          const int key = k0 + kc * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+          const uint32_t vrow = sbase + L::V_OFF + key * L::ROWB;
+#pragma unroll
+          for (int dp = 0; dp < DP / 16; ++dp) {
+            if (dp < dsteps) {
+              uint32_t v0, v1, v2, v3;
+              ptx::ldsm_x4_t(vrow + (2 * dp + (lane >> 4)) * 16, v0, v1, v2, v3);
+              ptx::mma16816<DT>(o[2 * dp], pa, v0, v1);
+              ptx::mma16816<DT>(o[2 * dp + 1], pa, v2, v3);
+            }
           }
         }
       }
-      // Online softmax (base 2), as flash_prefill's: rows gq (e < 2) and gq + 8 (e >= 2).
-      float mx0 = ninf, mx1 = ninf;
-#pragma unroll
-      for (int n = 0; n < kBK / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float v = sc[n][e] * sl2;
-          if (v == ninf) v = quiet_nan();  // a visible -inf logit marks the row (non-finite rule)
-          if (need_mask && k0 + 8 * n + 2 * qd + (e & 1) >= lim[e >> 1]) v = ninf;
-          sc[n][e] = v;
-          if (e < 2)
-            mx0 = fmaxf(mx0, v);
-          else
-            mx1 = fmaxf(mx1, v);
-        }
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float mn0 = fmaxf(m[0], mx0), mn1 = fmaxf(m[1], mx1);
-      const float mu0 = mn0 == ninf ? 0.0f : mn0, mu1 = mn1 == ninf ? 0.0f : mn1;
-      const float a0 = ptx::ex2(m[0] - mu0), a1 = ptx::ex2(m[1] - mu1);
-      m[0] = mn0;
-      m[1] = mn1;
-      float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-      for (int n = 0; n < kBK / 8; ++n) {
-        sc[n][0] = ptx::ex2(sc[n][0] - mu0);
-        sc[n][1] = ptx::ex2(sc[n][1] - mu0);
-        sc[n][2] = ptx::ex2(sc[n][2] - mu1);
-        sc[n][3] = ptx::ex2(sc[n][3] - mu1);
-        ps0 += sc[n][0] + sc[n][1];
-        ps1 += sc[n][2] + sc[n][3];
-      }
-      l[0] = l[0] * a0 + ps0;
-      l[1] = l[1] * a1 + ps1;
-      if (__any_sync(0xffffffffu, a0 != 1.0f || a1 != 1.0f)) {
-#pragma unroll
-        for (int n = 0; n < DP / 8; ++n) {
-          o[n][0] *= a0;
-          o[n][1] *= a0;
-          o[n][2] *= a1;
-          o[n][3] *= a1;
-        }
-      }
-      // O += P V: the S accumulators of keys 16 kc .. 16 kc + 15 are the A fragment.
-#pragma unroll
-      for (int kc = 0; kc < kBK / 16; ++kc) {
-        uint32_t pa[4];
-        pa[0] = ptx::pack2<DT>(sc[2 * kc][0], sc[2 * kc][1]);
-        pa[1] = ptx::pack2<DT>(sc[2 * kc][2], sc[2 * kc][3]);
-        pa[2] = ptx::pack2<DT>(sc[2 * kc + 1][0], sc[2 * kc + 1][1]);
-        pa[3] = ptx::pack2<DT>(sc[2 * kc + 1][2], sc[2 * kc + 1][3]);
-        const int key = k0 + kc * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-        const uint32_t vrow = sbase + L::V_OFF + key * L::ROWB;
-#pragma unroll
-        for (int dp = 0; dp < DP / 16; ++dp) {
-          if (dp < dsteps) {
-            uint32_t v0, v1, v2, v3;
-            ptx::ldsm_x4_t(vrow + (2 * dp + (lane >> 4)) * 16, v0, v1, v2, v3);
-            ptx::mma16816<DT>(o[2 * dp], pa, v0, v1);
-            ptx::mma16816<DT>(o[2 * dp + 1], pa, v2, v3);
-          }
-        }
-      }
-    }
 
-    // ---- the partial: O / l rounded to the input type (staged in the warp's own Q rows,
-    // which no other warp reads) and lse, at slot (token, head, j) ----
-    ptx::mark_nonfinite_rows(o, l);
-    float inv[2];
+      // ---- the partial: O / l rounded to the input type (staged in the warp's own Q rows,
+      // which no other warp reads) and lse, at slot (token, head, j) ----
+      ptx::mark_nonfinite_rows(o, l);
+      float inv[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float lt = l[h];
-      lt += __shfl_xor_sync(0xffffffffu, lt, 1);
-      lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-      inv[h] = lt != lt ? quiet_nan() : lt > 0.0f ? 1.0f / lt : 0.0f;
-      const int r = r0 + 8 * h;
-      if (qd == 0 && r < rows) {
-        const float lse = lt != lt ? quiet_nan() : lt > 0.0f ? (m[h] + log2f(lt)) * 0.69314718055994531f : ninf;
-        p.part_lse[int64_t{s_ent[r / G].z} + int64_t{g * G + r % G} * p.k] = lse;
+      for (int h = 0; h < 2; ++h) {
+        float lt = l[h];
+        lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+        lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+        inv[h] = lt != lt ? quiet_nan() : lt > 0.0f ? 1.0f / lt : 0.0f;
+        const int r = r0 + 8 * h;
+        if (qd == 0 && r < rows) {
+          const float lse = lt != lt ? quiet_nan() : lt > 0.0f ? (m[h] + log2f(lt)) * 0.69314718055994531f : ninf;
+          p.part_lse[int64_t{s_ent[r / G].z} + int64_t{g * G + r % G} * p.k] = lse;
+        }
       }
-    }
-    __syncwarp();  // every lane's Q fragment reads are done
-    char* stage = smem + L::Q_OFF + 16 * warp * L::ROWB;
+      __syncwarp();  // every lane's Q fragment reads are done
+      char* stage = smem + L::Q_OFF + 16 * warp * L::ROWB;
 #pragma unroll
-    for (int n = 0; n < DP / 8; ++n) {
-      if (n < 2 * dsteps) {
-        const int col = (8 * n + 2 * qd) * 2;
-        *reinterpret_cast<uint32_t*>(stage + gq * L::ROWB + col) = ptx::pack2<DT>(o[n][0] * inv[0], o[n][1] * inv[0]);
-        *reinterpret_cast<uint32_t*>(stage + (gq + 8) * L::ROWB + col) =
-            ptx::pack2<DT>(o[n][2] * inv[1], o[n][3] * inv[1]);
+      for (int n = 0; n < DP / 8; ++n) {
+        if (n < 2 * dsteps) {
+          const int col = (8 * n + 2 * qd) * 2;
+          *reinterpret_cast<uint32_t*>(stage + gq * L::ROWB + col) = ptx::pack2<DT>(o[n][0] * inv[0], o[n][1] * inv[0]);
+          *reinterpret_cast<uint32_t*>(stage + (gq + 8) * L::ROWB + col) =
+              ptx::pack2<DT>(o[n][2] * inv[1], o[n][3] * inv[1]);
+        }
       }
-    }
-    __syncwarp();
-    for (int i = lane; i < 16 * dch; i += 32) {
-      const int rr = i / dch, ch = i % dch, r = 16 * warp + rr;
-      if (r < rows) {
-        const int64_t slot = int64_t{s_ent[r / G].z} + int64_t{g * G + r % G} * p.k;
-        *reinterpret_cast<uint4*>(p.part_o + slot * D * 2 + ch * 16) =
-            *reinterpret_cast<const uint4*>(stage + rr * L::ROWB + ch * 16);
+      __syncwarp();
+      for (int i = lane; i < 16 * dch; i += 32) {
+        const int rr = i / dch, ch = i % dch, r = 16 * warp + rr;
+        if (r < rows) {
+          const int64_t slot = int64_t{s_ent[r / G].z} + int64_t{g * G + r % G} * p.k;
+          *reinterpret_cast<uint4*>(p.part_o + slot * D * 2 + ch * 16) =
+              *reinterpret_cast<const uint4*>(stage + rr * L::ROWB + ch * 16);
+        }
       }
-    }
+    }                 // rows of this warp
+    __syncthreads();  // shared memory and this item's half of the buffer are free
   }
 }
 
