@@ -46,9 +46,10 @@ struct TopkParams {
   int32_t* cnt = nullptr;        // [NQ][Hs]
   int64_t NQ = 0;
   int Hs = 1, n = 0, Qb = 1, k = 1, n_sink = 0, n_local = 1;
-  // The row kernel after the wide one: rows of at most this many valid blocks were
-  // answered by the wide kernel and are skipped (0: every row is this kernel's).
-  int done_nvalid = 0;
+  // Rows past the wide kernel's reach (more valid blocks than it holds), a flag per row:
+  // set by the wide kernel; the row kernel after it takes only the flagged rows
+  // (nullptr: the wide kernel holds every row, the row kernel takes all).
+  uint8_t* deferred = nullptr;
 };
 
 // Fills `ri` and returns true when the row needs a selection. Otherwise (no query in the
@@ -76,12 +77,13 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopkParams p) {
   const int64_t qb = row / p.Hs;
   const int tid = threadIdx.x;
   int32_t* out = p.idx + row * p.k;
+  if (p.deferred != nullptr && p.deferred[row] == 0) return;  // the wide kernel answered it
 
   __shared__ int32_t s_cu[kBatchCache + 1], s_kv[kBatchCache];
   const Batch cbt = cache_batch(p.bt, s_cu, s_kv, kBatchCache);
   const QBlock q = locate_qblock(cbt, p.Qb, qb, p.NQ, blockIdx.x == 0);
   RowInfo ri;
-  if (!row_setup(p, q, row, p.done_nvalid == 0, ri) || ri.nvalid <= p.done_nvalid) return;
+  if (!row_setup(p, q, row, true, ri)) return;
   const int nvalid = ri.nvalid;
   auto forced = [&](int c) { return ri.forced(c); };
   const int nforced = ri.sink_end + (ri.has_local ? max(0, ri.loc_hi - max(ri.loc_lo, ri.sink_end) + 1) : 0);
@@ -380,7 +382,10 @@ __global__ void __launch_bounds__(kWideThreads) topk_wide_kernel(TopkParams p) {
   const QBlock q = locate_qblock(cbt, p.Qb, qb, p.NQ, blockIdx.x == 0);
   RowInfo ri;
   // Rows of more valid blocks than the block holds are left to the row kernel.
-  if (!row_setup(p, q, row, true, ri) || ri.nvalid > kWideThreads * PER) return;
+  const bool select = row_setup(p, q, row, true, ri);
+  const bool defer = select && ri.nvalid > kWideThreads * PER;
+  if (p.deferred != nullptr && tid == 0) p.deferred[row] = defer ? 1 : 0;
+  if (!select || defer) return;
   uint32_t key[PER];
   int32_t blk[PER];
 #pragma unroll
@@ -397,21 +402,20 @@ __global__ void __launch_bounds__(kWideThreads) topk_wide_kernel(TopkParams p) {
 }
 
 // Rows of more than 2048 blocks (block_topk_choose.h): 8 or 16 keys per thread. Past 8192
-// blocks (a page table wider than the contexts, a longer context) the row kernel follows
-// for the rows of more than 8192 valid blocks, and returns at once on the others.
+// blocks (a page table wider than the contexts, a longer context) the wide kernel flags
+// the rows of more than 8192 valid blocks in the workspace and the row kernel follows for
+// them (its other blocks read their flag and return).
 void launch_rows(Stream& st, const TopkParams& p, int64_t rows);
 void launch_wide(Stream& st, const TopkParams& p, int64_t rows) {
   const unsigned grid = static_cast<unsigned>(rows);
+  TopkParams w = p;
+  if (p.n > kTopkWideMaxKeys) w.deferred = static_cast<uint8_t*>(st.workspace(static_cast<size_t>(rows)));
   if (p.n <= kWideThreads * 8)
-    topk_wide_kernel<8><<<grid, kWideThreads, 0, st.native()>>>(p);
+    topk_wide_kernel<8><<<grid, kWideThreads, 0, st.native()>>>(w);
   else
-    topk_wide_kernel<kTopkWideMaxPer><<<grid, kWideThreads, 0, st.native()>>>(p);
+    topk_wide_kernel<kTopkWideMaxPer><<<grid, kWideThreads, 0, st.native()>>>(w);
   MSA_CUDA_CHECK_LAUNCH();
-  if (p.n > kTopkWideMaxKeys) {
-    TopkParams rest = p;
-    rest.done_nvalid = kTopkWideMaxKeys;
-    launch_rows(st, rest, rows);
-  }
+  if (w.deferred != nullptr) launch_rows(st, w, rows);
 }
 
 // Many rows (or the ones the register paths do not take): a block per row.
