@@ -236,6 +236,14 @@ TEST(AttentionChoose, KvOuterKnob) {
 
 // The flash union walk up to flash_union_pct percent of tpc x k distinct blocks per flash
 // block on average (8 tokens x 16 entries = 128 at the M3 shape), kv_outer past it.
+// An 8K chunk at M3's shape (Hq 64, k 16, D 128: 256 KiB of partial outputs per token)
+// takes two groups of 4096 tokens, not three: every extra group re-reads the slabs.
+TEST(AttentionChoose, KvOuterGroupsOfAnEightKChunk) {
+  EXPECT_EQ(4096, attn_geom::kv_outer_group_tokens(64, 16, 128));
+  EXPECT_EQ(8192, attn_geom::kv_outer_group_tokens(64, 16, 64));
+  EXPECT_EQ(1, attn_geom::kv_outer_group_tokens(1 << 20, 1 << 10, 128));  // never 0
+}
+
 TEST(AttentionChoose, ByUnionThreshold) {
   const Tuning t;  // 40%
   const int64_t blocks = 4096;

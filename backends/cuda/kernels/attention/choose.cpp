@@ -75,7 +75,7 @@ int flash_sparse_splits(const AttnCall& c, const DeviceProps& pr, const Tuning& 
 }
 
 int64_t kv_outer_group_tokens(int Hq, int k, int D) {
-  const int64_t per_token = int64_t{std::max(1, Hq)} * std::max(1, k) * (int64_t{std::max(1, D)} * 2 + 4);
+  const int64_t per_token = int64_t{std::max(1, Hq)} * std::max(1, k) * int64_t{std::max(1, D)} * 2;
   return std::max<int64_t>(1, kKvoPartialBytes / per_token);
 }
 

@@ -90,9 +90,10 @@ inline constexpr int kFaMaxSplits = 64;
 // KV-block-outer sparse prefill (sparse_block_attention/kv_outer.cu).
 inline constexpr int kKvoMaxBs = 128;                          // keys a slab holds in shared memory
 inline constexpr int kKvoMaxG = 128;                           // query rows per item
-inline constexpr int64_t kKvoPartialBytes = int64_t{1} << 30;  // partials per token group
-// Tokens per group: the most whose partials (Hq x k per token, D values of 2 bytes and an
-// f32 lse each) fit kKvoPartialBytes.
+inline constexpr int64_t kKvoPartialBytes = int64_t{1} << 30;  // partial outputs per token group
+// Tokens per group: the most whose partial outputs (Hq x k per token, D values of 2 bytes
+// each) fit kKvoPartialBytes; their f32 lse (1/64 of that at D = 128) comes on top, so
+// a power-of-two chunk splits into power-of-two groups (8K tokens at M3's shape: 2 x 4096).
 int64_t kv_outer_group_tokens(int Hq, int k, int D);
 
 // Warpgroup-MMA dense prefill (dense_attention/flash_wgmma.cu).

@@ -1,7 +1,7 @@
 // sparse_block_attention, KV-block-outer (token-level selection, Qb = 1, prefill): each
 // selected (page, KV head) block is read once per item of up to 128 / G tokens that chose
 // it, instead of once per token (kv_outer_kernel.cuh). Per group of tokens (sized so the
-// partials take at most attn_geom::kKvoPartialBytes):
+// partial outputs take at most attn_geom::kKvoPartialBytes):
 //  1. the work setup the KV-block-outer training kernels share (bwd::build_items):
 //     sequence info, the selection's inverse index sorted by CUB, its token prefix, each
 //     slab's item count scanned into offsets;

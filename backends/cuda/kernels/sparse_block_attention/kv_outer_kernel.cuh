@@ -10,10 +10,12 @@
 // once: the chain of dependent reads that finds an item (the slab by binary search over
 // the item offsets, the bucket's token prefix, the entry ids, the entries) is paid in
 // parallel instead of once per item on the attention kernel's critical path.
-// The persistent blocks of kv_outer_kernel take items blockIdx.x, + gridDim.x, ... Per
-// item the slab's K and V rows (up to the item's largest causal limit, the rest
-// zero-filled) and its query rows are copied to shared memory once, while the next
-// item's record and entries are fetched into the other half of a double buffer; each of
+// The persistent blocks of kv_outer_kernel take contiguous ranges of items, so a slab's
+// items (consecutive in the list) run one after another in one block. Per item the
+// slab's K and V rows (up to the item's largest causal limit, the rest zero-filled; the
+// rows the previous item of the same slab loaded are kept) and its query rows are copied
+// to shared memory, while the next item's record and entries are fetched into the other
+// half of a double buffer; each of
 // the 8 warps runs 16 rows over the block's keys in 64-key steps (S = Q K^T, online
 // softmax, O += P V on mma.sync m16n8k16). The result is a partial: O normalised and
 // rounded to the input type, and its lse, at the row's slot (token, head, j) for the
@@ -106,12 +108,12 @@ __device__ __forceinline__ void fetch_item(const KvoParams& p, int it, int4* s_r
   if (threadIdx.x == 0) *s_rec = r;
 }
 
-// grid: persistent blocks (any number): block b takes items b, b + gridDim.x, ...
+// grid: persistent blocks (any number): block b takes items [n b / grid, n (b + 1) / grid).
 template <int DT, int DP>
 __global__ void __launch_bounds__(kThreads, 2) kv_outer_kernel(const KvoParams p) {
   using L = KvoLayout<DP>;
   extern __shared__ __align__(128) char smem[];
-  __shared__ int4 s_rec[2];          // double buffer: this item's record and the next's
+  __shared__ int4 s_rec[3];          // the previous item's record, this item's and the next's
   __shared__ int4 s_ents[2][kRows];  // and their entries {token, limit, slot base, -}
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, qd = lane & 3;
   const uint32_t sbase = ptx::smem_u32(smem);
@@ -120,19 +122,27 @@ __global__ void __launch_bounds__(kThreads, 2) kv_outer_kernel(const KvoParams p
   const float ninf = __int_as_float(0xff800000u);
   constexpr int CPR = DP / 8;  // 16-byte chunks per padded row
 
-  if (static_cast<int>(blockIdx.x) < n_items) fetch_item(p, blockIdx.x, &s_rec[0], s_ents[0]);
+  // A contiguous range of items: a slab's items (consecutive in the list) meet in one
+  // block, which keeps the slab's K and V rows from one item to the next.
+  const int lo = static_cast<int>(int64_t{n_items} * blockIdx.x / gridDim.x);
+  const int hi = static_cast<int>(int64_t{n_items} * (blockIdx.x + 1) / gridDim.x);
+  if (lo < hi) fetch_item(p, lo, &s_rec[0], s_ents[0]);
+  if (tid == 0) s_rec[2] = make_int4(-1, 0, 0, 0);  // no previous item
   ptx::cp_async_commit();
   ptx::cp_async_wait<0>();
   __syncthreads();
-  int b = 0;
-  for (int cur = blockIdx.x; cur < n_items; cur += gridDim.x, b ^= 1) {
-    const int4 rc = s_rec[b];
+  int b = 0, rs = 0;  // entry buffer and record slot of this item
+  for (int cur = lo; cur < hi; ++cur, b ^= 1, rs = rs == 2 ? 0 : rs + 1) {
+    const int4 rc = s_rec[rs];
     const int4* s_ent = s_ents[b];
     const int g = rc.x % p.Hkv, nw = rc.z, rows = nw * G, nk = rc.w, ntk = (nk + kBK - 1) / kBK;
 
-    // K / V rows [0, ntk * kBK) of the slab (past nk zero-filled), then the query rows.
+    // K / V rows [0, ntk * kBK) of the slab (past nk zero-filled; rows the previous item
+    // of the same slab left are kept), then the query rows.
     const int64_t slab0 = int64_t{rc.x} * Bs * D * 2;
-    for (int f = tid; f < ntk * kBK * CPR; f += kThreads) {
+    const int4 prev = s_rec[rs == 0 ? 2 : rs - 1];  // rows [0, prev.w) of slab prev.x are here
+    const int kept = prev.x == rc.x ? min(nk, prev.w) : 0;
+    for (int f = kept * CPR + tid; f < ntk * kBK * CPR; f += kThreads) {
       const int key = f / CPR, ch = f % CPR;
       if (ch < dch) {
         const bool in = key < nk;
@@ -151,8 +161,7 @@ __global__ void __launch_bounds__(kThreads, 2) kv_outer_kernel(const KvoParams p
       }
     }
     // The next item's record and entries, into the buffer the previous item freed.
-    const int nxt = cur + static_cast<int>(gridDim.x);
-    if (nxt < n_items) fetch_item(p, nxt, &s_rec[b ^ 1], s_ents[b ^ 1]);
+    if (cur + 1 < hi) fetch_item(p, cur + 1, &s_rec[rs == 2 ? 0 : rs + 1], s_ents[b ^ 1]);
     ptx::cp_async_commit();
     ptx::cp_async_wait<0>();
     __syncthreads();
