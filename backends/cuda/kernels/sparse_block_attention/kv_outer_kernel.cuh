@@ -14,8 +14,9 @@
 // items (consecutive in the list) run one after another in one block. Per item the
 // slab's K and V rows (up to the item's largest causal limit, the rest zero-filled; the
 // rows the previous item of the same slab loaded are kept) and its query rows are copied
-// to shared memory, while the next item's record and entries are fetched into the other
-// half of a double buffer; each of
+// to shared memory in two groups (the query rows and the first kBK keys, then the rest,
+// which lands during the first key step), while the next item's record and entries are
+// fetched into the other half of a double buffer; each of
 // the 8 warps runs 16 rows over the block's keys in 64-key steps (S = Q K^T, online
 // softmax, O += P V on mma.sync m16n8k16). The result is a partial: O normalised and
 // rounded to the input type, and its lse, at the row's slot (token, head, j) for the
@@ -137,20 +138,24 @@ __global__ void __launch_bounds__(kThreads, 2) kv_outer_kernel(const KvoParams p
     const int4* s_ent = s_ents[b];
     const int g = rc.x % p.Hkv, nw = rc.z, rows = nw * G, nk = rc.w, ntk = (nk + kBK - 1) / kBK;
 
-    // K / V rows [0, ntk * kBK) of the slab (past nk zero-filled; rows the previous item
-    // of the same slab left are kept), then the query rows.
+    // Three copy groups: the query rows with the slab's first kBK K / V rows, the slab's
+    // other rows (past nk zero-filled; rows the previous item of the same slab left are
+    // kept), the next item's record. The first key step runs while the second group lands.
     const int64_t slab0 = int64_t{rc.x} * Bs * D * 2;
     const int4 prev = s_rec[rs == 0 ? 2 : rs - 1];  // rows [0, prev.w) of slab prev.x are here
     const int kept = prev.x == rc.x ? min(nk, prev.w) : 0;
-    for (int f = kept * CPR + tid; f < ntk * kBK * CPR; f += kThreads) {
-      const int key = f / CPR, ch = f % CPR;
-      if (ch < dch) {
-        const bool in = key < nk;
-        const int64_t off = in ? slab0 + int64_t{key} * D * 2 + ch * 16 : 0;
-        ptx::cp_async16(sbase + L::K_OFF + key * L::ROWB + ch * 16, p.kc + off, in ? 16 : 0);
-        ptx::cp_async16(sbase + L::V_OFF + key * L::ROWB + ch * 16, p.vc + off, in ? 16 : 0);
+    const auto copy_kv = [&](int k_lo, int k_hi) {
+      for (int f = k_lo * CPR + tid; f < k_hi * CPR; f += kThreads) {
+        const int key = f / CPR, ch = f % CPR;
+        if (ch < dch) {
+          const bool in = key < nk;
+          const int64_t off = in ? slab0 + int64_t{key} * D * 2 + ch * 16 : 0;
+          ptx::cp_async16(sbase + L::K_OFF + key * L::ROWB + ch * 16, p.kc + off, in ? 16 : 0);
+          ptx::cp_async16(sbase + L::V_OFF + key * L::ROWB + ch * 16, p.vc + off, in ? 16 : 0);
+        }
       }
-    }
+    };
+    copy_kv(kept, min(kBK, ntk * kBK));
     for (int f = tid; f < kRows * CPR; f += kThreads) {
       const int r = f / CPR, ch = f % CPR;
       if (ch < dch) {
@@ -160,13 +165,16 @@ __global__ void __launch_bounds__(kThreads, 2) kv_outer_kernel(const KvoParams p
         ptx::cp_async16(sbase + L::Q_OFF + r * L::ROWB + ch * 16, p.q + off, in ? 16 : 0);
       }
     }
+    ptx::cp_async_commit();
+    copy_kv(max(kept, kBK), ntk * kBK);
+    ptx::cp_async_commit();
     // The next item's record and entries, into the buffer the previous item freed.
     if (cur + 1 < hi) fetch_item(p, cur + 1, &s_rec[rs == 2 ? 0 : rs + 1], s_ents[b ^ 1]);
     ptx::cp_async_commit();
-    ptx::cp_async_wait<0>();
+    ptx::cp_async_wait<2>();
     __syncthreads();
-    if (16 * warp < rows) {  // warp-uniform; no barrier inside
-
+    const bool active = 16 * warp < rows;  // warp-uniform
+    {
       // This lane's rows r0 = 16 warp + gq and r0 + 8: keys j < lim[h] of the slab are theirs.
       const int r0 = 16 * warp + gq;
       int lim[2];
@@ -181,9 +189,13 @@ __global__ void __launch_bounds__(kThreads, 2) kv_outer_kernel(const KvoParams p
       const float sl2 = p.scale_log2;
 
 #pragma unroll 1
-      for (int kt = 0; kt < ntk; ++kt) {
+      for (int kt = 0; kt < ntk; ++kt) {  // block-uniform bounds: every warp meets the barrier
+        if (kt == 1) {
+          ptx::cp_async_wait<1>();  // the slab's other rows
+          __syncthreads();
+        }
         const int k0 = kt * kBK;
-        if (!__any_sync(0xffffffffu, lim[0] > k0 || lim[1] > k0)) break;
+        if (!active || !__any_sync(0xffffffffu, lim[0] > k0 || lim[1] > k0)) continue;
         const bool need_mask = __any_sync(0xffffffffu, lim[0] < k0 + kBK || lim[1] < k0 + kBK);
         float sc[kBK / 8][4];
 #pragma unroll
@@ -273,42 +285,46 @@ __global__ void __launch_bounds__(kThreads, 2) kv_outer_kernel(const KvoParams p
 
       // ---- the partial: O / l rounded to the input type (staged in the warp's own Q rows,
       // which no other warp reads) and lse, at slot (token, head, j) ----
-      ptx::mark_nonfinite_rows(o, l);
-      float inv[2];
+      if (active) {
+        ptx::mark_nonfinite_rows(o, l);
+        float inv[2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float lt = l[h];
-        lt += __shfl_xor_sync(0xffffffffu, lt, 1);
-        lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-        inv[h] = lt != lt ? quiet_nan() : lt > 0.0f ? 1.0f / lt : 0.0f;
-        const int r = r0 + 8 * h;
-        if (qd == 0 && r < rows) {
-          const float lse = lt != lt ? quiet_nan() : lt > 0.0f ? (m[h] + log2f(lt)) * 0.69314718055994531f : ninf;
-          p.part_lse[int64_t{s_ent[r / G].z} + int64_t{g * G + r % G} * p.k] = lse;
+        for (int h = 0; h < 2; ++h) {
+          float lt = l[h];
+          lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+          lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+          inv[h] = lt != lt ? quiet_nan() : lt > 0.0f ? 1.0f / lt : 0.0f;
+          const int r = r0 + 8 * h;
+          if (qd == 0 && r < rows) {
+            const float lse = lt != lt ? quiet_nan() : lt > 0.0f ? (m[h] + log2f(lt)) * 0.69314718055994531f : ninf;
+            p.part_lse[int64_t{s_ent[r / G].z} + int64_t{g * G + r % G} * p.k] = lse;
+          }
         }
-      }
-      __syncwarp();  // every lane's Q fragment reads are done
-      char* stage = smem + L::Q_OFF + 16 * warp * L::ROWB;
+        __syncwarp();  // every lane's Q fragment reads are done
+        char* stage = smem + L::Q_OFF + 16 * warp * L::ROWB;
 #pragma unroll
-      for (int n = 0; n < DP / 8; ++n) {
-        if (n < 2 * dsteps) {
-          const int col = (8 * n + 2 * qd) * 2;
-          *reinterpret_cast<uint32_t*>(stage + gq * L::ROWB + col) = ptx::pack2<DT>(o[n][0] * inv[0], o[n][1] * inv[0]);
-          *reinterpret_cast<uint32_t*>(stage + (gq + 8) * L::ROWB + col) =
-              ptx::pack2<DT>(o[n][2] * inv[1], o[n][3] * inv[1]);
+        for (int n = 0; n < DP / 8; ++n) {
+          if (n < 2 * dsteps) {
+            const int col = (8 * n + 2 * qd) * 2;
+            *reinterpret_cast<uint32_t*>(stage + gq * L::ROWB + col) =
+                ptx::pack2<DT>(o[n][0] * inv[0], o[n][1] * inv[0]);
+            *reinterpret_cast<uint32_t*>(stage + (gq + 8) * L::ROWB + col) =
+                ptx::pack2<DT>(o[n][2] * inv[1], o[n][3] * inv[1]);
+          }
         }
-      }
-      __syncwarp();
-      for (int i = lane; i < 16 * dch; i += 32) {
-        const int rr = i / dch, ch = i % dch, r = 16 * warp + rr;
-        if (r < rows) {
-          const int64_t slot = int64_t{s_ent[r / G].z} + int64_t{g * G + r % G} * p.k;
-          *reinterpret_cast<uint4*>(p.part_o + slot * D * 2 + ch * 16) =
-              *reinterpret_cast<const uint4*>(stage + rr * L::ROWB + ch * 16);
+        __syncwarp();
+        for (int i = lane; i < 16 * dch; i += 32) {
+          const int rr = i / dch, ch = i % dch, r = 16 * warp + rr;
+          if (r < rows) {
+            const int64_t slot = int64_t{s_ent[r / G].z} + int64_t{g * G + r % G} * p.k;
+            *reinterpret_cast<uint4*>(p.part_o + slot * D * 2 + ch * 16) =
+                *reinterpret_cast<const uint4*>(stage + rr * L::ROWB + ch * 16);
+          }
         }
-      }
-    }                 // rows of this warp
-    __syncthreads();  // shared memory and this item's half of the buffer are free
+      }  // active
+    }
+    ptx::cp_async_wait<0>();  // the next item's record
+    __syncthreads();          // shared memory and this item's half of the buffer are free
   }
 }
 
