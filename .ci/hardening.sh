@@ -24,8 +24,9 @@ bash scripts/install-deps.sh
 
 run_fuzzers() {
   stamp "fuzzers: build (clang, -fsanitize=fuzzer,address,undefined) in build-fuzz"
-  cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-  cmake --build build-fuzz -j "$jobs"
+  # (errexit does not apply inside a function run as `run_fuzzers || rc=1`: check each step)
+  cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null || { echo "fuzzers: configure failed"; return 1; }
+  cmake --build build-fuzz -j "$jobs" || { echo "fuzzers: build failed"; return 1; }
   local work=${FUZZ_WORK:-$(mktemp -d /tmp/msa-fuzz.XXXXXX)}
   mkdir -p "$work"
   export TMPDIR=$work   # the targets write their scratch files here
@@ -35,7 +36,10 @@ run_fuzzers() {
   local failed=0
   for target in safetensors config ops; do
     local bin=build-fuzz/fuzz_$target
-    if [ ! -x "$bin" ]; then echo "fuzz_$target not built (model/config.cpp missing?): skipped"; continue; fi
+    if [ ! -x "$bin" ]; then
+      if [ "$target" = config ] && [ ! -f model/config.cpp ]; then echo "fuzz_config: no model/config.cpp: skipped"; continue; fi
+      echo "fuzz_$target was not built"; failed=1; continue
+    fi
     local dict=()
     [ -f "fuzz/$target.dict" ] && dict=(-dict="fuzz/$target.dict")
     # 1. Every past crash stays fixed.
